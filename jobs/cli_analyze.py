@@ -1,0 +1,86 @@
+"""`tailscope analyze`: the main job on the local engine."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_SOME_INPUTS_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NOTHING_READ = 3
+
+EPILOG = """\
+exit status:
+  0  every input was read completely
+  1  the run finished, but some inputs were missing, unreadable, truncated or corrupt
+     (see the summary and the run manifest; everything else was processed)
+  2  usage error (bad option)
+  3  no input could be read at all
+
+output layout (Parquet, partitioned by UTC date):
+  OUT/packets/date=YYYY-MM-DD/part-<run>-<n>.parquet   one row per TCP/UDP packet
+  OUT/flows/date=YYYY-MM-DD/part-<run>-<n>.parquet     one row per connection
+  OUT/files/part-<run>-<n>.parquet                     one row per input file
+  OUT/_runs/<run>.json                                 run manifest (written last)
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "analyze",
+        help="decode captures, rebuild flows, write the Parquet dataset",
+        description="Decode pcap/pcapng captures (plain, gzip or zstd), rebuild bidirectional flows "
+        "and write the packets, flows and files tables as Parquet. Files of one capture (a rotation "
+        "set) are read in time order so connections spanning files stay whole.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="capture files, directories (walked recursively) or glob patterns")
+    p.add_argument("--out", "-o", required=True, type=Path, metavar="DIR", help="dataset directory (created if missing; runs append)")
+    p.add_argument("--engine", choices=["local"], default="local", help="execution engine (default: local, no JVM)")
+    p.add_argument("--capture-id", metavar="ID", help="treat all inputs as one capture (one rotation set) with this id")
+    p.add_argument("--tcp-idle-timeout", type=float, default=900.0, metavar="SEC", help="end a TCP flow after this idle time (default: 900)")
+    p.add_argument("--udp-idle-timeout", type=float, default=120.0, metavar="SEC", help="end a UDP flow after this idle time (default: 120)")
+    p.add_argument("--max-flows", type=int, default=1_000_000, metavar="N", help="flow table limit; past it the least recently active flow is ended and counted as evicted (default: 1000000)")
+    p.add_argument("--no-checksums", action="store_true", help="skip sha256 of inputs in the manifest")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress line and no per-file summary")
+    p.add_argument("--json", action="store_true", help="print the run manifest as JSON instead of the summary")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tailscope.jobs.local import AnalyzeOptions, analyze
+    from tailscope.jobs.summary import print_summary
+
+    for name, value in (("--tcp-idle-timeout", args.tcp_idle_timeout), ("--udp-idle-timeout", args.udp_idle_timeout), ("--max-flows", args.max_flows)):
+        if value <= 0:
+            print(f"tailscope analyze: error: {name} must be positive, got {value}", file=sys.stderr)
+            return EXIT_USAGE
+    if args.out.exists() and not args.out.is_dir():
+        print(f"tailscope analyze: error: --out {args.out}: exists and is not a directory", file=sys.stderr)
+        return EXIT_USAGE
+    options = AnalyzeOptions(
+        capture_id=args.capture_id,
+        tcp_idle_timeout_s=args.tcp_idle_timeout,
+        udp_idle_timeout_s=args.udp_idle_timeout,
+        max_flows=args.max_flows,
+        checksums=not args.no_checksums,
+        progress=not args.quiet and not args.json,
+    )
+    result = analyze(args.inputs, args.out, options, argv=sys.argv[1:])
+    if args.json:
+        import json
+
+        print(json.dumps(result.manifest, indent=2, default=str))
+    elif not args.quiet:
+        print_summary(result, sys.stdout)
+    for r in result.files:
+        if r.error:
+            print(f"tailscope: {r.error}", file=sys.stderr)
+    totals = result.manifest["totals"]
+    if totals["files_ok"] == 0 and totals["files_partial"] == 0:
+        return EXIT_NOTHING_READ
+    if totals["files_partial"] or totals["files_failed"]:
+        return EXIT_SOME_INPUTS_FAILED
+    return EXIT_OK

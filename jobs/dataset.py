@@ -1,0 +1,135 @@
+"""Write the Parquet dataset so that a reader never sees a half-written run.
+
+Every run writes its part files under ``<out>/_staging/<run_id>/`` and, only when all inputs are
+done, moves them into ``<out>/<table>/date=YYYY-MM-DD/`` and then writes the run manifest
+``<out>/_runs/<run_id>.json``. A part file whose run has no manifest is an orphan of a crashed
+run; :func:`recover` removes such files before the next run writes anything.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+TABLES_BY_DATE = {"packets": "ts", "flows": "start"}
+UNPARTITIONED = ("files",)
+PARQUET_OPTIONS = dict(compression="zstd", use_dictionary=True, write_statistics=True)
+
+
+def _run_id_of(part: Path) -> str | None:
+    # part-<run_id>-<n>.parquet
+    stem = part.name
+    if not (stem.startswith("part-") and stem.endswith(".parquet")):
+        return None
+    return stem[len("part-") :].rsplit("-", 1)[0]
+
+
+def committed_runs(out: Path) -> set[str]:
+    runs = out / "_runs"
+    if not runs.is_dir():
+        return set()
+    return {p.stem for p in runs.glob("*.json")}
+
+
+def recover(out: Path) -> list[str]:
+    """Delete leftovers of crashed runs; returns what was removed (for the log)."""
+    removed = []
+    staging = out / "_staging"
+    if staging.is_dir():
+        for d in staging.iterdir():
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(str(d))
+    done = committed_runs(out)
+    for table in list(TABLES_BY_DATE) + list(UNPARTITIONED):
+        tdir = out / table
+        if not tdir.is_dir():
+            continue
+        for part in tdir.rglob("part-*.parquet"):
+            run_id = _run_id_of(part)
+            if run_id is not None and run_id not in done:
+                part.unlink()
+                removed.append(str(part))
+    return removed
+
+
+class StagedWriter:
+    """Streams record batches into staged, date-partitioned Parquet files."""
+
+    def __init__(self, out: Path, run_id: str):
+        self.out = out
+        self.run_id = run_id
+        self.stage = out / "_staging" / run_id
+        self.stage.mkdir(parents=True, exist_ok=False)
+        self._writers: dict[tuple[str, str | None], pq.ParquetWriter] = {}
+        self._paths: dict[tuple[str, str | None], Path] = {}
+        self.rows: dict[str, int] = {}
+        self._seq = 0
+
+    def _writer(self, table: str, date: str | None, schema: pa.Schema) -> pq.ParquetWriter:
+        key = (table, date)
+        w = self._writers.get(key)
+        if w is None:
+            sub = self.stage / table / (f"date={date}" if date else "")
+            sub.mkdir(parents=True, exist_ok=True)
+            path = sub / f"part-{self.run_id}-{self._seq:05d}.parquet"
+            self._seq += 1
+            w = pq.ParquetWriter(path, schema, **PARQUET_OPTIONS)
+            self._writers[key] = w
+            self._paths[key] = path
+        return w
+
+    def write(self, table: str, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        self.rows[table] = self.rows.get(table, 0) + batch.num_rows
+        ts_col = TABLES_BY_DATE.get(table)
+        if ts_col is None:
+            self._writer(table, None, batch.schema).write_batch(batch)
+            return
+        dates = pc.strftime(batch.column(ts_col), format="%Y-%m-%d")
+        unique = pc.unique(dates).to_pylist()
+        if len(unique) == 1:
+            self._writer(table, unique[0], batch.schema).write_batch(batch)
+            return
+        for date in unique:
+            part = batch.filter(pc.equal(dates, date))
+            self._writer(table, date, batch.schema).write_batch(part)
+
+    def commit(self, manifest: dict) -> list[str]:
+        """Close, move into place, then publish the manifest (the commit point)."""
+        for w in self._writers.values():
+            w.close()
+        moved = []
+        for (table, date), staged in sorted(self._paths.items(), key=lambda kv: str(kv[1])):
+            dest_dir = self.out / table / (f"date={date}" if date else "")
+            dest_dir.mkdir(parents=True, exist_ok=True)
+            dest = dest_dir / staged.name
+            os.replace(staged, dest)
+            moved.append(str(dest.relative_to(self.out)))
+        manifest["outputs"] = moved
+        runs = self.out / "_runs"
+        runs.mkdir(exist_ok=True)
+        tmp = runs / f".{self.run_id}.json.tmp"
+        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=False, default=str))
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, runs / f"{self.run_id}.json")
+        shutil.rmtree(self.stage, ignore_errors=True)
+        try:
+            (self.out / "_staging").rmdir()
+        except OSError:
+            pass
+        return moved
+
+    def abort(self) -> None:
+        for w in self._writers.values():
+            try:
+                w.close()
+            except Exception:  # noqa: BLE001 - best effort while already failing
+                pass
+        shutil.rmtree(self.stage, ignore_errors=True)

@@ -1,0 +1,91 @@
+"""Build the DuckDB database whose views come from sql/.
+
+The database is written under a temporary name and renamed into place, because DuckDB allows one
+writer and readers (Grafana, notebooks) may hold the old file open: they keep a consistent file.
+"""
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from tailscope import _native
+
+TABLES = ("packets", "flows", "files")
+DB_NAME = "tailscope.duckdb"
+
+
+class DatasetError(Exception):
+    pass
+
+
+def _sql_files() -> list[tuple[str, str]]:
+    root = resources.files("tailscope.sql")
+    out = []
+    for layer in ("staging", "marts", "questions"):
+        d = root / layer
+        if not d.is_dir():
+            continue
+        for f in sorted(d.iterdir(), key=lambda p: p.name):
+            if f.name.endswith(".sql"):
+                out.append((f"{layer}/{f.name}", f.read_text()))
+    return out
+
+
+def _empty_schema(table: str) -> pa.Schema:
+    if table == "packets":
+        return _native.packet_schema()
+    if table == "flows":
+        return _native.flow_schema()
+    from tailscope.jobs.local import files_table
+
+    return files_table([], "").schema
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def build(dataset: Path, db_path: Path | None = None) -> Path:
+    dataset = Path(dataset).resolve()
+    if not dataset.is_dir():
+        raise DatasetError(f"{dataset}: no such dataset directory")
+    if not (dataset / "_runs").is_dir():
+        raise DatasetError(f"{dataset}: not a tailscope dataset (no _runs/ directory; run `tailscope analyze --out {dataset}` first)")
+    db_path = Path(db_path) if db_path else dataset / DB_NAME
+    tmp = db_path.with_name(f".{db_path.name}.{os.getpid()}.tmp")
+    if tmp.exists():
+        tmp.unlink()
+    con = duckdb.connect(str(tmp))
+    try:
+        sources = {}
+        for table in TABLES:
+            parts = sorted((dataset / table).rglob("part-*.parquet")) if (dataset / table).is_dir() else []
+            if parts:
+                partitioned = table != "files"
+                glob = str(dataset / table / ("*/*.parquet" if partitioned else "*.parquet"))
+                sources[table] = (
+                    f"read_parquet({_sql_str(glob)}, hive_partitioning={str(partitioned).lower()}, union_by_name=true)"
+                )
+            else:
+                empty = pa.table({f.name: pa.array([], type=f.type) for f in _empty_schema(table)})
+                con.register(f"_empty_{table}_arrow", empty)
+                con.execute(f"CREATE TABLE _empty_{table} AS SELECT * FROM _empty_{table}_arrow")
+                con.unregister(f"_empty_{table}_arrow")
+                sources[table] = f"_empty_{table}"
+        for name, text in _sql_files():
+            try:
+                con.execute(text.format(**sources))
+            except duckdb.Error as exc:
+                raise DatasetError(f"sql/{name}: {exc}") from exc
+        con.close()
+        os.replace(tmp, db_path)
+    except BaseException:
+        con.close()
+        if tmp.exists():
+            tmp.unlink()
+        raise
+    return db_path

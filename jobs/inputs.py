@@ -1,0 +1,100 @@
+"""Resolve what the user named (files, directories, globs) into capture files.
+
+Directories are walked recursively; inside them only files that look like captures are taken
+(by name), so manifests and logs that the edge agent ships beside captures are ignored. A file
+named explicitly is always taken, whatever its name: the decoder decides from its content.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".dmp", ".trace")
+COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")
+
+
+def looks_like_capture(name: str) -> bool:
+    lower = name.lower()
+    for comp in COMPRESSED_SUFFIXES:
+        if lower.endswith(comp):
+            lower = lower[: -len(comp)]
+            break
+    # tcpdump -C rotation appends a counter after the extension: trace.pcap1, trace.pcap2 ...
+    stripped = lower.rstrip("0123456789")
+    return lower.endswith(CAPTURE_SUFFIXES) or stripped.endswith(CAPTURE_SUFFIXES)
+
+
+@dataclass
+class InputFile:
+    path: Path
+    label: str
+    size: int
+    capture_id: str | None = None  # from an agent manifest sidecar, when present
+    sidecar: dict | None = None
+
+
+@dataclass
+class Resolved:
+    files: list[InputFile] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (what was named, problem)
+
+
+def _sidecar(path: Path) -> dict | None:
+    """The edge agent writes <capture>.manifest.json beside each finished capture."""
+    candidate = path.with_name(path.name + ".manifest.json")
+    if not candidate.is_file():
+        return None
+    try:
+        return json.loads(candidate.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _add(resolved: Resolved, seen: set[Path], path: Path, label: str) -> None:
+    real = path.resolve()
+    if real in seen:
+        return
+    seen.add(real)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        resolved.errors.append((label, f"cannot stat: {exc.strerror}"))
+        return
+    meta = _sidecar(path)
+    capture_id = meta.get("capture_id") if isinstance(meta, dict) else None
+    resolved.files.append(InputFile(path=path, label=label, size=size, capture_id=capture_id, sidecar=meta))
+
+
+def resolve(names: list[str]) -> Resolved:
+    resolved = Resolved()
+    seen: set[Path] = set()
+    for name in names:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted(
+                Path(root) / f
+                for root, dirs, files in os.walk(path)
+                for f in files
+                if looks_like_capture(f) and not f.startswith(".")
+            )
+            if not found:
+                resolved.errors.append((name, "directory holds no capture files (*.pcap, *.pcapng, optionally .gz/.zst)"))
+            for f in found:
+                _add(resolved, seen, f, str(f))
+        elif path.is_file():
+            _add(resolved, seen, path, name)
+        elif glob.has_magic(name):
+            matches = sorted(glob.glob(name, recursive=True))
+            files = [Path(m) for m in matches if Path(m).is_file()]
+            if not files:
+                resolved.errors.append((name, "pattern matches no files"))
+            for f in files:
+                _add(resolved, seen, f, str(f))
+        elif path.exists():
+            resolved.errors.append((name, "not a regular file or directory"))
+        else:
+            resolved.errors.append((name, "no such file or directory"))
+    return resolved

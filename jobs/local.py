@@ -1,0 +1,316 @@
+"""The local engine: the embedded default, no cluster and no JVM.
+
+inputs → probe (time order) → one native Session per capture → staged Parquet → commit + manifest.
+The files of one capture (an agent's rotation set) go through one Session in time order, so a
+connection that spans files is one flow.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import secrets
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from tailscope import __version__
+from tailscope import _native
+from tailscope.jobs.dataset import StagedWriter, recover
+from tailscope.jobs.inputs import InputFile, resolve
+from tailscope.jobs.progress import Progress
+
+MANIFEST_SCHEMA_VERSION = 1
+
+
+@dataclass
+class AnalyzeOptions:
+    capture_id: str | None = None
+    tcp_idle_timeout_s: float = 900.0
+    udp_idle_timeout_s: float = 120.0
+    tcp_closed_linger_s: float = 120.0
+    max_flows: int = 1_000_000
+    batch_rows: int = 65_536
+    checksums: bool = True
+    progress: bool = True
+
+
+@dataclass
+class FileReport:
+    path: str
+    size: int | None = None
+    sha256: str | None = None
+    capture_id: str | None = None
+    status: str = "ok"  # ok | partial | failed
+    error: str | None = None
+    error_kind: str | None = None
+    error_offset: int | None = None
+    format: str | None = None
+    compression: str | None = None
+    linktypes: list[int] = field(default_factory=list)
+    frames: int = 0
+    decoded: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    first_ts_ns: int | None = None
+    last_ts_ns: int | None = None
+    ts_backwards: int = 0
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    out: Path
+    manifest: dict
+    files: list[FileReport]
+
+    @property
+    def status(self) -> str:
+        return self.manifest["status"]
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class _Planned:
+    file: InputFile
+    report: FileReport
+    first_ts_ns: int | None
+    group: str
+
+
+def _plan(files: list[InputFile], reports: list[FileReport], options: AnalyzeOptions) -> list[_Planned]:
+    """Probe every file and order them: by capture group, then by first timestamp."""
+    planned = []
+    for f in files:
+        report = FileReport(path=f.label, size=f.size)
+        reports.append(report)
+        try:
+            info = _native.probe(str(f.path))
+        except _native.CaptureFileError as exc:
+            _fail(report, str(exc))
+            continue
+        except OSError as exc:
+            _fail(report, f"{f.label}: {exc}")
+            continue
+        report.format, report.compression = info["format"], info["compression"]
+        group = options.capture_id or f.capture_id or str(f.path.parent)
+        planned.append(_Planned(f, report, info["first_ts_ns"], group))
+    planned.sort(key=lambda p: (p.group, p.first_ts_ns is None, p.first_ts_ns or 0, p.file.label))
+    return planned
+
+
+def _fail(report: FileReport, message: str, kind: str = "unreadable") -> None:
+    report.status = "failed"
+    report.error = message
+    report.error_kind = kind
+
+
+def _capture_id(p: _Planned, options: AnalyzeOptions) -> str:
+    if options.capture_id:
+        return options.capture_id
+    if p.file.capture_id:
+        return p.file.capture_id
+    return f"{p.file.path.parent.name or '.'}/{p.file.path.name}"
+
+
+def _session(capture_id: str, options: AnalyzeOptions) -> "_native.Session":
+    return _native.Session(
+        capture_id,
+        tcp_idle_timeout_s=options.tcp_idle_timeout_s,
+        udp_idle_timeout_s=options.udp_idle_timeout_s,
+        tcp_closed_linger_s=options.tcp_closed_linger_s,
+        max_flows=options.max_flows,
+        batch_rows=options.batch_rows,
+    )
+
+
+def files_table(reports: list[FileReport], run_id: str) -> pa.RecordBatch:
+    rows = [
+        {
+            "run_id": run_id,
+            "path": r.path,
+            "capture_id": r.capture_id,
+            "status": r.status,
+            "error": r.error,
+            "error_offset": r.error_offset,
+            "format": r.format,
+            "compression": r.compression,
+            "size": r.size,
+            "sha256": r.sha256,
+            "frames": r.frames,
+            "decoded": r.decoded,
+            "skipped": sum(r.skipped.values()),
+            "skipped_by_reason": [{"reason": k, "count": v} for k, v in sorted(r.skipped.items()) if v],
+            "first_ts": r.first_ts_ns,
+            "last_ts": r.last_ts_ns,
+        }
+        for r in reports
+    ]
+    schema = pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("path", pa.string()),
+            ("capture_id", pa.string()),
+            ("status", pa.string()),
+            ("error", pa.string()),
+            ("error_offset", pa.uint64()),
+            ("format", pa.string()),
+            ("compression", pa.string()),
+            ("size", pa.uint64()),
+            ("sha256", pa.string()),
+            ("frames", pa.uint64()),
+            ("decoded", pa.uint64()),
+            ("skipped", pa.uint64()),
+            ("skipped_by_reason", pa.list_(pa.struct([("reason", pa.string()), ("count", pa.uint64())]))),
+            ("first_ts", pa.timestamp("ns", tz="UTC")),
+            ("last_ts", pa.timestamp("ns", tz="UTC")),
+        ]
+    )
+    return pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None, argv: list[str] | None = None) -> RunResult:
+    options = options or AnalyzeOptions()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    removed = recover(out)
+    run_id = new_run_id()
+    started = dt.datetime.now(dt.timezone.utc)
+    t0 = time.monotonic()
+
+    resolved = resolve(inputs)
+    reports: list[FileReport] = []
+    for name, problem in resolved.errors:
+        r = FileReport(path=name)
+        _fail(r, f"{name}: {problem}", kind="input")
+        reports.append(r)
+    planned = _plan(resolved.files, reports, options)
+
+    writer = StagedWriter(out, run_id)
+    progress = Progress(sum(p.file.size for p in planned), len(planned), enabled=options.progress)
+    totals = {"flows": 0, "flows_evicted": 0}
+    try:
+        session = None
+        session_group = None
+        session_capture_id = None
+        session_last_ts = None
+
+        def close_session():
+            nonlocal session
+            if session is None:
+                return
+            for table, batch in session.finish():
+                writer.write(table, batch)
+            t = session.totals()
+            totals["flows"] += t["flows"]
+            totals["flows_evicted"] += t["flows_evicted"]
+            session = None
+
+        for p in planned:
+            # A new capture starts at a new group, or when this file overlaps in time what the
+            # current capture already holds (two captures of the same moment are never one).
+            overlaps = (
+                session_last_ts is not None and p.first_ts_ns is not None and p.first_ts_ns < session_last_ts
+            )
+            if session is None or p.group != session_group or overlaps:
+                close_session()
+                session_capture_id = _capture_id(p, options)
+                session = _session(session_capture_id, options)
+                session_group, session_last_ts = p.group, None
+            p.report.capture_id = session_capture_id
+            if options.checksums:
+                p.report.sha256 = sha256_of(p.file.path)
+            try:
+                cursor = session.open(str(p.file.path), p.file.label)
+            except _native.CaptureFileError as exc:
+                _fail(p.report, str(exc))
+                continue
+            while not cursor.done:
+                for table, batch in session.step(cursor):
+                    writer.write(table, batch)
+                progress.update(p.file.label, cursor.offset, cursor.stats()["frames"])
+            for table, batch in session.flush():
+                writer.write(table, batch)
+            _record(p.report, cursor.stats())
+            progress.file_done(p.file.size, p.report.frames)
+            if p.report.last_ts_ns is not None:
+                session_last_ts = max(session_last_ts or p.report.last_ts_ns, p.report.last_ts_ns)
+        close_session()
+        progress.close()
+
+        writer.write("files", files_table(reports, run_id))
+        manifest = _manifest(run_id, started, t0, inputs, options, reports, totals, writer.rows, removed, argv)
+        writer.commit(manifest)
+    except BaseException:
+        writer.abort()
+        raise
+    return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)
+
+
+def _record(report: FileReport, stats: dict) -> None:
+    report.frames = stats["frames"]
+    report.decoded = stats["decoded"]
+    report.skipped = {k: v for k, v in stats["skipped"].items() if v}
+    report.first_ts_ns = stats["first_ts_ns"]
+    report.last_ts_ns = stats["last_ts_ns"]
+    report.ts_backwards = stats["ts_backwards"]
+    report.linktypes = list(stats["linktypes"])
+    if stats["error"]:
+        report.error = f"{report.path}: {stats['error']}"
+        report.error_kind = stats["error_kind"]
+        report.error_offset = stats["error_offset"]
+        report.status = "partial" if report.frames else "failed"
+
+
+def _manifest(run_id, started, t0, inputs, options, reports, totals, rows, removed, argv) -> dict:
+    skipped: dict[str, int] = {}
+    for r in reports:
+        for k, v in r.skipped.items():
+            skipped[k] = skipped.get(k, 0) + v
+    frames = sum(r.frames for r in reports)
+    decoded = sum(r.decoded for r in reports)
+    failed = [r for r in reports if r.status != "ok"]
+    ok_files = [r for r in reports if r.status == "ok"]
+    status = "ok" if not failed else ("failed" if not ok_files and not any(r.status == "partial" for r in reports) else "partial")
+    return {
+        "schema_version": MANIFEST_SCHEMA_VERSION,
+        "table_schema_version": _native.SCHEMA_VERSION,
+        "tool": "tailscope",
+        "version": __version__,
+        "engine": "local",
+        "run_id": run_id,
+        "status": status,
+        "started": started.isoformat(),
+        "finished": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "elapsed_s": round(time.monotonic() - t0, 3),
+        "argv": argv if argv is not None else sys.argv[1:],
+        "inputs_named": list(inputs),
+        "options": asdict(options),
+        "totals": {
+            "files": len(reports),
+            "files_ok": len(ok_files),
+            "files_partial": sum(r.status == "partial" for r in reports),
+            "files_failed": sum(r.status == "failed" for r in reports),
+            "frames": frames,
+            "decoded": decoded,
+            "skipped": sum(skipped.values()),
+            "skipped_by_reason": dict(sorted(skipped.items())),
+            "flows": totals["flows"],
+            "flows_evicted": totals["flows_evicted"],
+            "rows": dict(rows),
+        },
+        "recovered_leftovers": removed,
+        "inputs": [asdict(r) for r in reports],
+    }

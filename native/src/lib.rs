@@ -1,0 +1,286 @@
+//! `tailscope._native`: the Rust core behind a small Python API. Batches cross as Arrow through
+//! the C data interface (no copy); the decode loop runs with the GIL released.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use arrow::pyarrow::ToPyArrow;
+use arrow::record_batch::RecordBatch;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use tailscope_parsers::capture::{CaptureError, CaptureErrorKind, CaptureReader};
+use tailscope_parsers::SkipReason;
+use tailscope_signatures::flow::FlowConfig;
+use tailscope_signatures::session::{FileCursor, FileStats, Session, SessionConfig};
+use tailscope_signatures::tables;
+
+pyo3::create_exception!(_native, CaptureFileError, PyValueError, "A capture file could not be read.");
+
+fn capture_error(path: &str, e: &CaptureError) -> PyErr {
+    CaptureFileError::new_err(format!("{path}: {e}"))
+}
+
+fn error_kind(e: &CaptureError) -> &'static str {
+    match e.kind {
+        CaptureErrorKind::Io(_) => "io",
+        CaptureErrorKind::EmptyFile => "empty",
+        CaptureErrorKind::NotACapture => "not_a_capture",
+        CaptureErrorKind::Truncated => "truncated",
+        CaptureErrorKind::RecordTooLarge(_) => "record_too_large",
+        CaptureErrorKind::Corrupt(_) => "corrupt",
+    }
+}
+
+const NS_PER_S: f64 = 1e9;
+
+#[pyclass(name = "Session", module = "tailscope._native")]
+struct PySession {
+    inner: Session,
+}
+
+#[pyclass(name = "FileCursor", module = "tailscope._native")]
+struct PyFileCursor {
+    // pyclasses must be Sync; a capture reader is only Send, so it sits behind a mutex that is
+    // never contended (one Python thread drives one cursor).
+    inner: Mutex<FileCursor>,
+    path: String,
+    internal_error: Option<String>,
+}
+
+fn batch_to_py(py: Python<'_>, b: RecordBatch) -> PyResult<Py<PyAny>> {
+    Ok(b.to_pyarrow(py)?.into())
+}
+
+fn stats_dict<'py>(py: Python<'py>, s: &FileStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("frames", s.frames)?;
+    d.set_item("decoded", s.decoded)?;
+    let skipped = PyDict::new(py);
+    for r in SkipReason::ALL {
+        skipped.set_item(r.name(), s.skipped.get(r))?;
+    }
+    d.set_item("skipped", skipped)?;
+    d.set_item("first_ts_ns", s.first_ts_ns)?;
+    d.set_item("last_ts_ns", s.last_ts_ns)?;
+    d.set_item("ts_backwards", s.ts_backwards)?;
+    d.set_item("format", s.format)?;
+    d.set_item("compression", s.compression)?;
+    d.set_item("linktypes", s.linktypes.clone())?;
+    match &s.error {
+        Some(e) => {
+            d.set_item("error", e.to_string())?;
+            d.set_item("error_kind", error_kind(e))?;
+            d.set_item("error_offset", e.offset)?;
+        }
+        None => {
+            d.set_item("error", py.None())?;
+            d.set_item("error_kind", py.None())?;
+            d.set_item("error_offset", py.None())?;
+        }
+    }
+    Ok(d)
+}
+
+#[pymethods]
+impl PySession {
+    #[new]
+    #[pyo3(signature = (capture_id, *, tcp_idle_timeout_s=900.0, udp_idle_timeout_s=120.0,
+                        tcp_closed_linger_s=120.0, max_flows=1_000_000, batch_rows=65_536,
+                        community_id_seed=0))]
+    fn new(
+        capture_id: &str,
+        tcp_idle_timeout_s: f64,
+        udp_idle_timeout_s: f64,
+        tcp_closed_linger_s: f64,
+        max_flows: usize,
+        batch_rows: usize,
+        community_id_seed: u16,
+    ) -> PyResult<Self> {
+        if max_flows == 0 || batch_rows == 0 {
+            return Err(PyValueError::new_err("max_flows and batch_rows must be positive"));
+        }
+        let config = SessionConfig {
+            flow: FlowConfig {
+                tcp_idle_timeout_ns: (tcp_idle_timeout_s * NS_PER_S) as i64,
+                udp_idle_timeout_ns: (udp_idle_timeout_s * NS_PER_S) as i64,
+                tcp_closed_linger_ns: (tcp_closed_linger_s * NS_PER_S) as i64,
+                max_flows,
+                community_id_seed,
+            },
+            batch_rows,
+        };
+        Ok(PySession {
+            inner: Session::new(config, capture_id),
+        })
+    }
+
+    /// Open a capture file for this session. Raises CaptureFileError naming the file and the
+    /// problem when it is not a readable capture.
+    fn open(&mut self, path: PathBuf, label: &str) -> PyResult<PyFileCursor> {
+        let shown = path.display().to_string();
+        let inner = self.inner.open(&path, label).map_err(|e| capture_error(&shown, &e))?;
+        Ok(PyFileCursor {
+            inner: Mutex::new(inner),
+            path: shown,
+            internal_error: None,
+        })
+    }
+
+    /// Decode up to `max_frames` frames (GIL released), then return the ready output as a list
+    /// of (table_name, pyarrow.RecordBatch).
+    #[pyo3(signature = (cursor, max_frames=262_144))]
+    fn step(&mut self, py: Python<'_>, cursor: &mut PyFileCursor, max_frames: usize) -> PyResult<Py<PyList>> {
+        let session = &mut self.inner;
+        let mut guard = cursor.inner.lock().map_err(|_| PyValueError::new_err("cursor poisoned"))?;
+        let cur = &mut *guard;
+        let outcome = py.detach(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                session.step(cur, max_frames);
+                session.drain(false)
+            }))
+        });
+        let (packets, flows) = match outcome {
+            Ok(out) => out,
+            Err(panic) => {
+                // A bug of ours must not take the whole run down: the file is reported as failed
+                // with the message, and the caller goes on with the next file.
+                let msg = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                cur.done = true;
+                drop(guard);
+                cursor.internal_error = Some(format!("internal error while decoding: {msg}"));
+                (None, None)
+            }
+        };
+        output_list(py, packets, flows)
+    }
+
+    /// End every flow and return all remaining output.
+    fn finish(&mut self, py: Python<'_>) -> PyResult<Py<PyList>> {
+        let session = &mut self.inner;
+        let (packets, flows) = py.detach(|| {
+            session.finish();
+            session.drain(true)
+        });
+        output_list(py, packets, flows)
+    }
+
+    /// Flush a partial packet batch (e.g. at the end of a file).
+    fn flush(&mut self, py: Python<'_>) -> PyResult<Py<PyList>> {
+        let (packets, flows) = self.inner.drain(true);
+        output_list(py, packets, flows)
+    }
+
+    fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = stats_dict(py, &self.inner.totals)?;
+        d.set_item("flows", self.inner.flows_started())?;
+        d.set_item("flows_evicted", self.inner.flows_evicted())?;
+        d.set_item("active_flows", self.inner.active_flows())?;
+        Ok(d)
+    }
+}
+
+fn output_list(py: Python<'_>, packets: Option<RecordBatch>, flows: Option<RecordBatch>) -> PyResult<Py<PyList>> {
+    let out = PyList::empty(py);
+    if let Some(b) = packets {
+        out.append(("packets", batch_to_py(py, b)?))?;
+    }
+    if let Some(b) = flows {
+        out.append(("flows", batch_to_py(py, b)?))?;
+    }
+    Ok(out.unbind())
+}
+
+#[pymethods]
+impl PyFileCursor {
+    #[getter]
+    fn done(&self) -> bool {
+        self.inner.lock().map(|c| c.done).unwrap_or(true)
+    }
+
+    /// Bytes of the (decompressed) stream read so far, for progress reporting.
+    #[getter]
+    fn offset(&self) -> u64 {
+        self.inner.lock().map(|c| c.offset()).unwrap_or(0)
+    }
+
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Per-file accounting: frames read, decoded, skipped by reason, error with byte offset.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let cur = self.inner.lock().map_err(|_| PyValueError::new_err("cursor poisoned"))?;
+        let d = stats_dict(py, &cur.stats)?;
+        if let Some(msg) = &self.internal_error {
+            d.set_item("error", msg)?;
+            d.set_item("error_kind", "internal")?;
+        }
+        Ok(d)
+    }
+}
+
+/// First frame's timestamp and the file's format, without decoding the rest: used to order the
+/// files of a capture in time. Raises CaptureFileError for unreadable files.
+#[pyfunction]
+fn probe<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    let shown = path.display().to_string();
+    let mut reader = CaptureReader::open(&path).map_err(|e| capture_error(&shown, &e))?;
+    let d = PyDict::new(py);
+    d.set_item("format", reader.format.name())?;
+    d.set_item("compression", reader.compression.name())?;
+    match reader.next_frame() {
+        Ok(Some(f)) => {
+            d.set_item("first_ts_ns", f.ts_ns)?;
+            d.set_item("linktype", f.linktype)?;
+        }
+        Ok(None) | Err(_) => {
+            d.set_item("first_ts_ns", py.None())?;
+            d.set_item("linktype", py.None())?;
+        }
+    }
+    Ok(d)
+}
+
+#[pyfunction]
+#[pyo3(signature = (src, sport, dst, dport, proto, seed=0))]
+fn community_id(src: &str, sport: u16, dst: &str, dport: u16, proto: u8, seed: u16) -> PyResult<String> {
+    let parse = |s: &str| s.parse().map_err(|_| PyValueError::new_err(format!("not an IP address: {s:?}")));
+    Ok(tailscope_signatures::community_id::community_id_v1(seed, parse(src)?, sport, parse(dst)?, dport, proto))
+}
+
+#[pyfunction]
+fn packet_schema(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    Ok(tables::packet_schema().as_ref().to_pyarrow(py)?.into())
+}
+
+#[pyfunction]
+fn flow_schema(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    Ok(tables::flow_schema().as_ref().to_pyarrow(py)?.into())
+}
+
+#[pyfunction]
+fn skip_reasons() -> Vec<&'static str> {
+    SkipReason::ALL.iter().map(|r| r.name()).collect()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PySession>()?;
+    m.add_class::<PyFileCursor>()?;
+    m.add_function(wrap_pyfunction!(probe, m)?)?;
+    m.add_function(wrap_pyfunction!(community_id, m)?)?;
+    m.add_function(wrap_pyfunction!(packet_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(flow_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(skip_reasons, m)?)?;
+    m.add("CaptureFileError", m.py().get_type::<CaptureFileError>())?;
+    m.add("SCHEMA_VERSION", tables::SCHEMA_VERSION)?;
+    Ok(())
+}

@@ -1,0 +1,406 @@
+//! Walk the records of a pcap or pcapng stream and yield frames with UTC nanosecond timestamps.
+//!
+//! Record parsing is `pcap-parser`'s; this module adds what a passive analyser needs on top:
+//! per-interface link types and timestamp resolutions (pcapng), frame numbering that matches
+//! Wireshark's, a bounded buffer that grows only for honest large records, and errors that name
+//! the byte offset where the stream went wrong.
+
+use std::io::Read;
+use std::path::Path;
+
+use pcap_parser::pcapng::Block;
+use pcap_parser::traits::PcapReaderIterator;
+use pcap_parser::{PcapBlockOwned, PcapError};
+
+use crate::source::{self, Compression};
+
+/// Initial read buffer; enough for any ordinary frame and a few hundred small ones.
+const INITIAL_BUFFER: usize = 1 << 20;
+/// The largest record we accept. Real frames are < 256 KiB (jumbo/TSO/GRO); a claimed length past
+/// this is a corrupt or hostile length field, and honouring it would let one file exhaust memory.
+pub const MAX_RECORD: usize = 64 << 20;
+/// Bytes read up front so the format sniffer always sees a whole file header.
+const PREFIX: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureFormat {
+    Pcap,
+    PcapNg,
+}
+
+impl CaptureFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            CaptureFormat::Pcap => "pcap",
+            CaptureFormat::PcapNg => "pcapng",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaptureErrorKind {
+    Io(String),
+    EmptyFile,
+    NotACapture,
+    /// The stream ended inside a record (the usual result of a capture killed mid-write).
+    Truncated,
+    /// A record claims more bytes than [`MAX_RECORD`].
+    RecordTooLarge(u64),
+    Corrupt(String),
+}
+
+/// An error reading a capture, with the byte offset (in the decompressed stream) of the record
+/// where it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureError {
+    pub offset: u64,
+    pub kind: CaptureErrorKind,
+}
+
+impl std::fmt::Display for CaptureError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            CaptureErrorKind::Io(e) => write!(f, "read error at byte {}: {}", self.offset, e),
+            CaptureErrorKind::EmptyFile => write!(f, "empty file (0 bytes): not a capture"),
+            CaptureErrorKind::NotACapture => write!(
+                f,
+                "not a pcap or pcapng file (unrecognised header at byte 0)"
+            ),
+            CaptureErrorKind::Truncated => write!(
+                f,
+                "truncated: the file ends inside the record starting at byte {}",
+                self.offset
+            ),
+            CaptureErrorKind::RecordTooLarge(n) => write!(
+                f,
+                "corrupt record at byte {}: claims {} bytes (limit {} bytes)",
+                self.offset, n, MAX_RECORD
+            ),
+            CaptureErrorKind::Corrupt(e) => {
+                write!(f, "corrupt record at byte {}: {}", self.offset, e)
+            }
+        }
+    }
+}
+
+impl std::error::Error for CaptureError {}
+
+/// One captured frame. `data` is what was captured (`caplen` bytes); `wire_len` what was on the
+/// wire, so `wire_len - data.len()` bytes were cut by the snaplen.
+#[derive(Debug)]
+pub struct Frame<'a> {
+    /// 1-based, counting every packet record in the file as Wireshark does.
+    pub number: u64,
+    pub ts_ns: i64,
+    pub linktype: u32,
+    pub wire_len: u32,
+    pub data: &'a [u8],
+    /// Byte offset of the record in the (decompressed) stream.
+    pub offset: u64,
+}
+
+/// Link type used for frames whose pcapng interface id names no described interface.
+pub const LINKTYPE_UNKNOWN_INTERFACE: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy)]
+struct Interface {
+    linktype: u32,
+    units_per_sec: u64,
+    ts_offset_s: i64,
+    snaplen: u32,
+}
+
+pub struct CaptureReader {
+    inner: Box<dyn PcapReaderIterator + Send>,
+    pub format: CaptureFormat,
+    pub compression: Compression,
+    /// Legacy pcap: the single link type and timestamp resolution from the file header.
+    legacy: Option<Interface>,
+    /// pcapng: interfaces of the current section (reset by every Section Header Block).
+    interfaces: Vec<Interface>,
+    pending_consume: usize,
+    frames: u64,
+    last_ts_ns: i64,
+    pub linktypes_seen: Vec<u32>,
+    pub sections: u32,
+}
+
+fn io_err(offset: u64, e: impl std::fmt::Display) -> CaptureError {
+    CaptureError {
+        offset,
+        kind: CaptureErrorKind::Io(e.to_string()),
+    }
+}
+
+/// Timestamp units per second from a pcapng `if_tsresol` (MSB set: power of two, else of ten).
+fn units_per_sec(tsresol: u8) -> u64 {
+    let exp = u32::from(tsresol & 0x7f);
+    if tsresol & 0x80 != 0 {
+        1u64.checked_shl(exp).unwrap_or(0)
+    } else {
+        10u64.checked_pow(exp).unwrap_or(0)
+    }
+}
+
+fn to_ns(ticks: u64, units_per_sec: u64, offset_s: i64) -> i64 {
+    // A resolution that cannot be represented (0 units/s) is treated as microseconds, the default.
+    let ups = if units_per_sec == 0 { 1_000_000 } else { units_per_sec };
+    let ns = (u128::from(ticks) * 1_000_000_000u128 / u128::from(ups)) as i128
+        + i128::from(offset_s) * 1_000_000_000;
+    ns.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}
+
+impl CaptureReader {
+    pub fn open(path: &Path) -> Result<CaptureReader, CaptureError> {
+        let src = source::open(path).map_err(|e| io_err(0, e))?;
+        Self::from_reader(src.reader, src.compression)
+    }
+
+    pub fn from_reader(
+        mut reader: Box<dyn Read + Send>,
+        compression: Compression,
+    ) -> Result<CaptureReader, CaptureError> {
+        let mut prefix = vec![0u8; PREFIX];
+        let n = source::read_up_to(&mut reader, &mut prefix).map_err(|e| io_err(0, e))?;
+        if n == 0 {
+            return Err(CaptureError {
+                offset: 0,
+                kind: CaptureErrorKind::EmptyFile,
+            });
+        }
+        prefix.truncate(n);
+        let format = match prefix.get(0..4) {
+            Some([0x0a, 0x0d, 0x0d, 0x0a]) => CaptureFormat::PcapNg,
+            _ => CaptureFormat::Pcap,
+        };
+        let stream = std::io::Cursor::new(prefix).chain(reader);
+        let inner = pcap_parser::create_reader(INITIAL_BUFFER, stream).map_err(|e| {
+            let kind = match e {
+                PcapError::HeaderNotRecognized => CaptureErrorKind::NotACapture,
+                PcapError::Incomplete(_) | PcapError::Eof | PcapError::UnexpectedEof => {
+                    CaptureErrorKind::Truncated
+                }
+                other => CaptureErrorKind::Corrupt(format!("bad file header: {other:?}")),
+            };
+            CaptureError { offset: 0, kind }
+        })?;
+        Ok(CaptureReader {
+            inner,
+            format,
+            compression,
+            legacy: None,
+            interfaces: Vec::new(),
+            pending_consume: 0,
+            frames: 0,
+            last_ts_ns: 0,
+            linktypes_seen: Vec::new(),
+            sections: 0,
+        })
+    }
+
+    /// Packet records read so far.
+    pub fn frames_read(&self) -> u64 {
+        self.frames
+    }
+
+    /// Bytes of the (decompressed) stream consumed so far.
+    pub fn offset(&self) -> u64 {
+        (self.inner.consumed() + self.pending_consume) as u64
+    }
+
+    fn note_linktype(&mut self, lt: u32) {
+        if !self.linktypes_seen.contains(&lt) {
+            self.linktypes_seen.push(lt);
+        }
+    }
+
+    /// The length a record claims in its header, for error messages about oversized records.
+    fn claimed_len(&self) -> u64 {
+        let d = self.inner.data();
+        let le = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64;
+        let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as u64;
+        match self.format {
+            // Legacy record header: ts_sec, ts_usec, caplen, origlen. We do not know the byte
+            // order here, so report the smaller reading (the other is usually absurd).
+            CaptureFormat::Pcap if d.len() >= 12 => le(&d[8..12]).min(be(&d[8..12])),
+            CaptureFormat::PcapNg if d.len() >= 8 => le(&d[4..8]).min(be(&d[4..8])),
+            _ => 0,
+        }
+    }
+
+    /// The next packet record, or `None` at a clean end of file.
+    pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
+        loop {
+            if self.pending_consume > 0 {
+                self.inner.consume(self.pending_consume);
+                self.pending_consume = 0;
+            }
+            let offset = self.inner.consumed() as u64;
+            let base = self.inner.data().as_ptr() as usize;
+            // Copy what we need out of the parsed block so the borrow of the reader ends before
+            // we hand out the frame (see the slice taken after the match).
+            let (consumed, packet) = match self.inner.next() {
+                Ok((consumed, block)) => {
+                    let packet = match block {
+                        PcapBlockOwned::LegacyHeader(hdr) => {
+                            let lt = hdr.network.0 as u32;
+                            let ups = if hdr.is_nanosecond_precision() {
+                                1_000_000_000
+                            } else {
+                                1_000_000
+                            };
+                            self.legacy = Some(Interface {
+                                linktype: lt,
+                                units_per_sec: ups,
+                                ts_offset_s: 0,
+                                snaplen: hdr.snaplen,
+                            });
+                            self.sections += 1;
+                            None
+                        }
+                        PcapBlockOwned::Legacy(b) => {
+                            let iface = self.legacy.unwrap_or(Interface {
+                                linktype: 1,
+                                units_per_sec: 1_000_000,
+                                ts_offset_s: 0,
+                                snaplen: 0,
+                            });
+                            let ticks = u64::from(b.ts_sec) * iface.units_per_sec
+                                + u64::from(b.ts_usec);
+                            let cap = (b.caplen as usize).min(b.data.len());
+                            Some((
+                                iface.linktype,
+                                to_ns(ticks, iface.units_per_sec, 0),
+                                b.origlen.max(cap as u32),
+                                b.data.as_ptr() as usize - base,
+                                cap,
+                            ))
+                        }
+                        PcapBlockOwned::NG(Block::SectionHeader(_)) => {
+                            self.interfaces.clear();
+                            self.sections += 1;
+                            None
+                        }
+                        PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
+                            self.interfaces.push(Interface {
+                                linktype: idb.linktype.0 as u32,
+                                units_per_sec: units_per_sec(idb.if_tsresol),
+                                ts_offset_s: idb.if_tsoffset,
+                                snaplen: idb.snaplen,
+                            });
+                            None
+                        }
+                        PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
+                            let cap = (epb.caplen as usize).min(epb.data.len());
+                            let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+                            let (lt, ts) = match self.interfaces.get(epb.if_id as usize) {
+                                Some(i) => (i.linktype, to_ns(ticks, i.units_per_sec, i.ts_offset_s)),
+                                None => (LINKTYPE_UNKNOWN_INTERFACE, to_ns(ticks, 1_000_000, 0)),
+                            };
+                            Some((
+                                lt,
+                                ts,
+                                epb.origlen.max(cap as u32),
+                                epb.data.as_ptr() as usize - base,
+                                cap,
+                            ))
+                        }
+                        PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
+                            // No timestamp in a Simple Packet Block: keep the previous one, so
+                            // the frame still sorts where it was captured.
+                            let (lt, snap) = match self.interfaces.first() {
+                                Some(i) => (i.linktype, i.snaplen),
+                                None => (LINKTYPE_UNKNOWN_INTERFACE, 0),
+                            };
+                            let mut cap = (spb.origlen as usize).min(spb.data.len());
+                            if snap > 0 {
+                                cap = cap.min(snap as usize);
+                            }
+                            Some((
+                                lt,
+                                self.last_ts_ns,
+                                spb.origlen.max(cap as u32),
+                                spb.data.as_ptr() as usize - base,
+                                cap,
+                            ))
+                        }
+                        PcapBlockOwned::NG(_) => None,
+                    };
+                    (consumed, packet)
+                }
+                Err(PcapError::Eof) => return Ok(None),
+                Err(PcapError::Incomplete(_)) => {
+                    self.inner.refill().map_err(|e| io_err(offset, format!("{e:?}")))?;
+                    continue;
+                }
+                Err(PcapError::BufferTooSmall) => {
+                    let claimed = self.claimed_len();
+                    let cap = self.inner.data().len().max(INITIAL_BUFFER);
+                    let want = (cap * 2).max(claimed as usize + 64);
+                    if want > MAX_RECORD || !self.inner.grow(want) {
+                        return Err(CaptureError {
+                            offset,
+                            kind: CaptureErrorKind::RecordTooLarge(claimed),
+                        });
+                    }
+                    self.inner.refill().map_err(|e| io_err(offset, format!("{e:?}")))?;
+                    continue;
+                }
+                Err(PcapError::UnexpectedEof) => {
+                    return Err(CaptureError {
+                        offset,
+                        kind: CaptureErrorKind::Truncated,
+                    })
+                }
+                Err(PcapError::ReadError) => return Err(io_err(offset, "read failed")),
+                Err(e) => {
+                    let msg = match e {
+                        PcapError::NomError(_, k) | PcapError::OwnedNomError(_, k) => {
+                            format!("unparseable block ({k:?})")
+                        }
+                        other => format!("{other:?}"),
+                    };
+                    return Err(CaptureError {
+                        offset,
+                        kind: CaptureErrorKind::Corrupt(msg),
+                    });
+                }
+            };
+            match packet {
+                None => {
+                    self.inner.consume(consumed);
+                }
+                Some((linktype, ts_ns, wire_len, start, cap)) => {
+                    self.pending_consume = consumed;
+                    self.frames += 1;
+                    self.last_ts_ns = ts_ns;
+                    self.note_linktype(linktype);
+                    let data = &self.inner.data()[start..start + cap];
+                    return Ok(Some(Frame {
+                        number: self.frames,
+                        ts_ns,
+                        linktype,
+                        wire_len,
+                        data,
+                        offset,
+                    }));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tsresol_decoding() {
+        assert_eq!(units_per_sec(6), 1_000_000);
+        assert_eq!(units_per_sec(9), 1_000_000_000);
+        assert_eq!(units_per_sec(0x80 | 10), 1024);
+        assert_eq!(units_per_sec(100), 0);
+        assert_eq!(to_ns(1_500_000, 1_000_000, 0), 1_500_000_000);
+        assert_eq!(to_ns(3, 1_000_000_000, 2), 2_000_000_003);
+    }
+}

@@ -1,0 +1,347 @@
+//! One frame to one [`Packet`]: link layer ([`crate::link`]), IP (`etherparse`'s lax slicer,
+//! which keeps the header-declared lengths when the snaplen cut the payload), tunnels
+//! ([`crate::tunnel`]), then TCP or UDP.
+
+use std::net::IpAddr;
+
+use etherparse::{LaxIpSlice, LenSource, TcpOptionElement, TcpOptionsIterator};
+
+use crate::capture::Frame;
+use crate::link;
+use crate::skip::SkipReason;
+use crate::tunnel::{self, Inner};
+
+/// Tunnels nested deeper than this are skipped (a hostile packet could nest forever).
+const MAX_TUNNEL_DEPTH: usize = 4;
+
+pub const TCP_FIN: u16 = 0x001;
+pub const TCP_SYN: u16 = 0x002;
+pub const TCP_RST: u16 = 0x004;
+pub const TCP_PSH: u16 = 0x008;
+pub const TCP_ACK: u16 = 0x010;
+pub const TCP_URG: u16 = 0x020;
+pub const TCP_ECE: u16 = 0x040;
+pub const TCP_CWR: u16 = 0x080;
+pub const TCP_NS: u16 = 0x100;
+
+/// The outermost encapsulation a packet was found in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Encap {
+    #[default]
+    None = 0,
+    IpInIp,
+    SixInFour,
+    Gre,
+    Vxlan,
+    Teredo,
+}
+
+impl Encap {
+    pub fn name(self) -> &'static str {
+        match self {
+            Encap::None => "",
+            Encap::IpInIp => "ipip",
+            Encap::SixInFour => "6in4",
+            Encap::Gre => "gre",
+            Encap::Vxlan => "vxlan",
+            Encap::Teredo => "teredo",
+        }
+    }
+}
+
+/// TCP header fields, options parsed. `options_truncated` is set when the snaplen cut the
+/// options: the fixed header is still valid.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TcpInfo {
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u16,
+    pub window: u16,
+    pub header_len: u8,
+    pub mss: Option<u16>,
+    pub wscale: Option<u8>,
+    pub sack_permitted: bool,
+    pub sack: [(u32, u32); 4],
+    pub sack_count: u8,
+    pub ts: Option<(u32, u32)>,
+    pub options_truncated: bool,
+}
+
+impl TcpInfo {
+    pub fn has(&self, flag: u16) -> bool {
+        self.flags & flag != 0
+    }
+    pub fn sack_blocks(&self) -> &[(u32, u32)] {
+        &self.sack[..usize::from(self.sack_count)]
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    Tcp(TcpInfo),
+    Udp,
+}
+
+/// The parsed form of one frame: plain values, plus the captured L4 payload bytes (which the
+/// QUIC and TLS parsers read).
+#[derive(Debug, Clone)]
+pub struct Packet<'a> {
+    pub ts_ns: i64,
+    pub frame: u64,
+    pub wire_len: u32,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub sport: u16,
+    pub dport: u16,
+    pub proto: u8,
+    pub ttl: u8,
+    /// IPv4 identification, or the IPv6 fragment header's identification when present.
+    pub ip_id: Option<u32>,
+    /// IP total length as the header declares it (not what was captured).
+    pub ip_len: u32,
+    /// L4 payload length as the headers declare it (independent of the snaplen).
+    pub payload_len: u32,
+    /// First fragment of a fragmented datagram (later fragments are skipped).
+    pub fragmented: bool,
+    pub encap: Encap,
+    pub transport: Transport,
+    /// The captured part of the L4 payload (may be shorter than `payload_len`).
+    pub payload: &'a [u8],
+}
+
+impl Packet<'_> {
+    pub fn tcp(&self) -> Option<&TcpInfo> {
+        match &self.transport {
+            Transport::Tcp(t) => Some(t),
+            Transport::Udp => None,
+        }
+    }
+}
+
+/// Decode a frame, or say why not.
+pub fn decode_frame<'a>(frame: &Frame<'a>) -> Result<Packet<'a>, SkipReason> {
+    if frame.data.is_empty() {
+        return Err(SkipReason::EmptyFrame);
+    }
+    if frame.linktype == crate::capture::LINKTYPE_UNKNOWN_INTERFACE || !link::supported(frame.linktype) {
+        return Err(SkipReason::UnsupportedLinkType);
+    }
+    let l3 = link::strip(frame.linktype, frame.data)?;
+    let mut p = decode_ip(l3, 0, Encap::None)?;
+    p.ts_ns = frame.ts_ns;
+    p.frame = frame.number;
+    p.wire_len = frame.wire_len;
+    // When the IP header gave no length (e.g. TSO captures with total length 0) the payload length
+    // falls back to what was captured plus what the snaplen cut.
+    let cut = frame.wire_len.saturating_sub(frame.data.len() as u32);
+    if p.payload_len == u32::MAX {
+        p.payload_len = (p.payload.len() as u32).saturating_add(cut);
+        p.ip_len = p.ip_len.saturating_add(cut);
+    }
+    Ok(p)
+}
+
+fn decode_ip(data: &[u8], depth: usize, encap: Encap) -> Result<Packet<'_>, SkipReason> {
+    if depth > MAX_TUNNEL_DEPTH {
+        return Err(SkipReason::TunnelTooDeep);
+    }
+    let (ip, _ext_err) = LaxIpSlice::from_slice(data).map_err(|e| {
+        use etherparse::err::ip::LaxHeaderSliceError as E;
+        match e {
+            E::Len(_) => SkipReason::TruncatedIpHeader,
+            E::Content(_) => SkipReason::MalformedIpHeader,
+        }
+    })?;
+    let (src, dst, ttl, ip_id, declared_ip_len) = match &ip {
+        LaxIpSlice::Ipv4(v4) => {
+            let h = v4.header();
+            (
+                IpAddr::V4(h.source_addr()),
+                IpAddr::V4(h.destination_addr()),
+                h.ttl(),
+                Some(u32::from(h.identification())),
+                u32::from(h.total_len()),
+            )
+        }
+        LaxIpSlice::Ipv6(v6) => {
+            let h = v6.header();
+            let frag_id = ipv6_fragment_id(v6);
+            (
+                IpAddr::V6(h.source_addr()),
+                IpAddr::V6(h.destination_addr()),
+                h.hop_limit(),
+                frag_id,
+                40 + u32::from(h.payload_length()),
+            )
+        }
+    };
+    let pl = ip.payload();
+    let header_bytes = (pl.payload.as_ptr() as usize - data.as_ptr() as usize) as u32;
+    // u32::MAX marks "no declared length"; decode_frame fills it from the wire length.
+    let (ip_len, l4_len) = if pl.len_source == LenSource::Slice {
+        (data.len() as u32, u32::MAX)
+    } else {
+        (declared_ip_len, declared_ip_len.saturating_sub(header_bytes))
+    };
+    if pl.fragmented && !is_first_fragment(&ip) {
+        return Err(SkipReason::IpFragment);
+    }
+    let proto = pl.ip_number.0;
+    if let Some((inner_encap, inner)) = tunnel::from_ip_payload(proto, pl.payload) {
+        let encap = if encap == Encap::None { inner_encap } else { encap };
+        return decode_inner(inner, depth, encap);
+    }
+    let l4 = pl.payload;
+    let mut p = match proto {
+        6 => decode_tcp(l4, l4_len)?,
+        17 => {
+            let p = decode_udp(l4, l4_len)?;
+            if let Some((inner_encap, inner)) = tunnel::from_udp_payload(p.sport, p.dport, p.payload) {
+                let encap = if encap == Encap::None { inner_encap } else { encap };
+                if let Ok(inner) = decode_inner(inner, depth, encap) {
+                    return Ok(inner);
+                }
+            }
+            p
+        }
+        _ => return Err(SkipReason::NotTcpUdp),
+    };
+    p.src = src;
+    p.dst = dst;
+    p.ttl = ttl;
+    p.ip_id = ip_id;
+    p.ip_len = ip_len;
+    p.proto = proto;
+    p.fragmented = pl.fragmented;
+    p.encap = encap;
+    Ok(p)
+}
+
+fn decode_inner(inner: Inner<'_>, depth: usize, encap: Encap) -> Result<Packet<'_>, SkipReason> {
+    match inner {
+        Inner::Ip(d) => decode_ip(d, depth + 1, encap),
+        Inner::Ethernet(d) => decode_ip(link::ethernet(d)?, depth + 1, encap),
+    }
+}
+
+fn ipv6_fragment_id(v6: &etherparse::LaxIpv6Slice<'_>) -> Option<u32> {
+    v6.extensions()
+        .clone()
+        .into_iter()
+        .find_map(|e| match e {
+            etherparse::Ipv6ExtensionSlice::Fragment(f) => Some(f.identification()),
+            _ => None,
+        })
+}
+
+fn is_first_fragment(ip: &LaxIpSlice<'_>) -> bool {
+    match ip {
+        LaxIpSlice::Ipv4(v4) => v4.header().fragments_offset().value() == 0,
+        LaxIpSlice::Ipv6(v6) => v6.extensions().clone().into_iter().all(|e| match e {
+            etherparse::Ipv6ExtensionSlice::Fragment(f) => f.fragment_offset().value() == 0,
+            _ => true,
+        }),
+    }
+}
+
+fn empty_packet(transport: Transport, sport: u16, dport: u16) -> Packet<'static> {
+    Packet {
+        ts_ns: 0,
+        frame: 0,
+        wire_len: 0,
+        src: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        dst: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        sport,
+        dport,
+        proto: 0,
+        ttl: 0,
+        ip_id: None,
+        ip_len: 0,
+        payload_len: 0,
+        fragmented: false,
+        encap: Encap::None,
+        transport,
+        payload: &[],
+    }
+}
+
+/// TCP: the 20-byte fixed header is required; options are read as far as they were captured.
+fn decode_tcp(d: &[u8], l4_len: u32) -> Result<Packet<'_>, SkipReason> {
+    if d.len() < 20 {
+        return Err(SkipReason::TruncatedTcpHeader);
+    }
+    let be16 = |at: usize| u16::from_be_bytes([d[at], d[at + 1]]);
+    let be32 = |at: usize| u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]]);
+    let header_len = usize::from(d[12] >> 4) * 4;
+    if header_len < 20 {
+        return Err(SkipReason::MalformedTcpHeader);
+    }
+    let mut t = TcpInfo {
+        seq: be32(4),
+        ack: be32(8),
+        flags: (u16::from(d[12] & 0x01) << 8) | u16::from(d[13]),
+        window: be16(14),
+        header_len: header_len as u8,
+        ..TcpInfo::default()
+    };
+    let opts_end = header_len.min(d.len());
+    t.options_truncated = opts_end < header_len;
+    read_tcp_options(&d[20..opts_end], &mut t);
+    let payload = d.get(header_len..).unwrap_or(&[]);
+    let payload_len = if l4_len == u32::MAX {
+        u32::MAX
+    } else {
+        l4_len.saturating_sub(header_len as u32)
+    };
+    let mut p = empty_packet(Transport::Tcp(t), be16(0), be16(2));
+    p.payload = payload;
+    p.payload_len = payload_len;
+    Ok(p)
+}
+
+fn read_tcp_options(opts: &[u8], t: &mut TcpInfo) {
+    for opt in TcpOptionsIterator::from_slice(opts) {
+        match opt {
+            Ok(TcpOptionElement::MaximumSegmentSize(v)) => t.mss = Some(v),
+            Ok(TcpOptionElement::WindowScale(v)) => t.wscale = Some(v),
+            Ok(TcpOptionElement::SelectiveAcknowledgementPermitted) => t.sack_permitted = true,
+            Ok(TcpOptionElement::SelectiveAcknowledgement(first, rest)) => {
+                t.sack[0] = first;
+                t.sack_count = 1;
+                for b in rest.iter().flatten() {
+                    t.sack[usize::from(t.sack_count)] = *b;
+                    t.sack_count += 1;
+                }
+            }
+            Ok(TcpOptionElement::Timestamp(val, ecr)) => t.ts = Some((val, ecr)),
+            Ok(TcpOptionElement::Noop) => {}
+            Err(_) => {
+                t.options_truncated = true;
+                break;
+            }
+        }
+    }
+}
+
+fn decode_udp(d: &[u8], l4_len: u32) -> Result<Packet<'_>, SkipReason> {
+    if d.len() < 8 {
+        return Err(SkipReason::TruncatedUdpHeader);
+    }
+    let sport = u16::from_be_bytes([d[0], d[1]]);
+    let dport = u16::from_be_bytes([d[2], d[3]]);
+    let udp_len = u32::from(u16::from_be_bytes([d[4], d[5]]));
+    // The UDP length covers the whole datagram even for the first of several IP fragments;
+    // fall back to the IP-derived length when it is zero (jumbograms) or smaller than a header.
+    let payload_len = if udp_len >= 8 {
+        udp_len - 8
+    } else if l4_len == u32::MAX {
+        u32::MAX
+    } else {
+        l4_len.saturating_sub(8)
+    };
+    let mut p = empty_packet(Transport::Udp, sport, dport);
+    p.payload = &d[8..];
+    p.payload_len = payload_len;
+    Ok(p)
+}

@@ -1,0 +1,9 @@
+//! tailscope-signatures: flow reconstruction and behavioral signatures over decoded packets,
+//! emitted as Arrow record batches.
+
+pub mod community_id;
+pub mod flow;
+pub mod session;
+pub mod tables;
+
+pub use session::{FileCursor, FileStats, Session, SessionConfig};

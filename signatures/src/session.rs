@@ -1,0 +1,219 @@
+//! One capture's analysis: files of a rotation set are fed in time order through one flow table,
+//! so a connection that spans files stays one flow. Output is drained as Arrow batches of a
+//! bounded size; memory grows with concurrent flows, not with file size.
+
+use std::path::Path;
+
+use arrow_array::RecordBatch;
+use tailscope_parsers::capture::{CaptureError, CaptureReader};
+use tailscope_parsers::decode::{decode_frame, Packet, TCP_ACK, TCP_SYN};
+use tailscope_parsers::SkipCounts;
+
+use crate::flow::{Direction, FlowConfig, FlowTracker};
+use crate::tables::{flows_batch, packets_batch, PacketRow};
+
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    pub flow: FlowConfig,
+    pub batch_rows: usize,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            flow: FlowConfig::default(),
+            batch_rows: 65_536,
+        }
+    }
+}
+
+/// What happened to one input file.
+#[derive(Debug, Clone, Default)]
+pub struct FileStats {
+    pub frames: u64,
+    pub decoded: u64,
+    pub skipped: SkipCounts,
+    pub first_ts_ns: Option<i64>,
+    pub last_ts_ns: Option<i64>,
+    /// Frames whose timestamp is earlier than the frame before them.
+    pub ts_backwards: u64,
+    pub format: &'static str,
+    pub compression: &'static str,
+    pub linktypes: Vec<u32>,
+    pub error: Option<CaptureError>,
+}
+
+/// An open input file being fed into a session.
+pub struct FileCursor {
+    reader: CaptureReader,
+    file_index: u32,
+    pub stats: FileStats,
+    pub done: bool,
+}
+
+impl FileCursor {
+    pub fn offset(&self) -> u64 {
+        self.reader.offset()
+    }
+}
+
+pub struct Session {
+    pub config: SessionConfig,
+    pub capture_id: String,
+    pub files: Vec<String>,
+    tracker: FlowTracker,
+    rows: Vec<PacketRow>,
+    pub totals: FileStats,
+}
+
+impl Session {
+    pub fn new(config: SessionConfig, capture_id: &str) -> Session {
+        Session {
+            tracker: FlowTracker::new(config.flow.clone(), capture_id),
+            rows: Vec::with_capacity(config.batch_rows),
+            config,
+            capture_id: capture_id.to_string(),
+            files: Vec::new(),
+            totals: FileStats::default(),
+        }
+    }
+
+    /// Open a file; `label` is how rows name it (usually the path as given).
+    pub fn open(&mut self, path: &Path, label: &str) -> Result<FileCursor, CaptureError> {
+        let reader = CaptureReader::open(path)?;
+        self.files.push(label.to_string());
+        let stats = FileStats {
+            format: reader.format.name(),
+            compression: reader.compression.name(),
+            ..FileStats::default()
+        };
+        Ok(FileCursor {
+            reader,
+            file_index: (self.files.len() - 1) as u32,
+            stats,
+            done: false,
+        })
+    }
+
+    /// Decode up to `max_frames` frames of `cur`. Stops early once a packet batch is full, so the
+    /// caller can drain it. Sets `cur.done` at end of file or on an error (kept in the stats).
+    pub fn step(&mut self, cur: &mut FileCursor, max_frames: usize) {
+        for _ in 0..max_frames {
+            if self.rows.len() >= self.config.batch_rows {
+                return;
+            }
+            let frame = match cur.reader.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => {
+                    self.close_file(cur);
+                    return;
+                }
+                Err(e) => {
+                    cur.stats.error = Some(e);
+                    self.close_file(cur);
+                    return;
+                }
+            };
+            let st = &mut cur.stats;
+            st.frames += 1;
+            if st.last_ts_ns.is_some_and(|t| frame.ts_ns < t) {
+                st.ts_backwards += 1;
+            }
+            st.first_ts_ns = Some(st.first_ts_ns.map_or(frame.ts_ns, |t| t.min(frame.ts_ns)));
+            st.last_ts_ns = Some(st.last_ts_ns.map_or(frame.ts_ns, |t| t.max(frame.ts_ns)));
+            match decode_frame(&frame) {
+                Ok(p) => {
+                    st.decoded += 1;
+                    let row = self.track(&p, cur.file_index);
+                    self.rows.push(row);
+                }
+                Err(reason) => st.skipped.add(reason),
+            }
+        }
+    }
+
+    fn close_file(&mut self, cur: &mut FileCursor) {
+        cur.done = true;
+        cur.stats.linktypes = cur.reader.linktypes_seen.clone();
+        let t = &mut self.totals;
+        t.frames += cur.stats.frames;
+        t.decoded += cur.stats.decoded;
+        t.skipped.merge(&cur.stats.skipped);
+    }
+
+    fn track(&mut self, p: &Packet<'_>, file_index: u32) -> PacketRow {
+        let a = self.tracker.assign(p, file_index);
+        let f = self.tracker.flow(a.slot);
+        let c2s = a.direction == Direction::C2S;
+        let mut row = PacketRow {
+            file_index,
+            frame: p.frame,
+            ts_ns: p.ts_ns,
+            flow_id: f.flow_id,
+            c2s,
+            ip_proto: p.proto,
+            payload_len: p.payload_len,
+            ip_id: p.ip_id,
+            ttl: p.ttl,
+            wire_len: p.wire_len,
+            encap: p.encap.name(),
+            ..PacketRow::default()
+        };
+        if let Some(t) = p.tcp() {
+            let own = &f.dir[a.direction.index()];
+            let peer = &f.dir[1 - a.direction.index()];
+            row.is_tcp = true;
+            row.seq = Some(t.seq);
+            row.ack = Some(t.ack);
+            row.rel_seq = own.isn.map(|isn| t.seq.wrapping_sub(isn));
+            row.rel_ack = if t.has(TCP_ACK) { peer.isn.map(|isn| t.ack.wrapping_sub(isn)) } else { None };
+            row.flags = Some(t.flags);
+            // Window scaling applies to every segment after the SYNs, never to the SYNs.
+            let shift = if t.has(TCP_SYN) { None } else { f.window_shift(a.direction) };
+            row.window = Some(u32::from(t.window) << shift.unwrap_or(0));
+            row.window_scaled = Some(shift.is_some());
+            row.ts = t.ts;
+            row.sack = t.sack;
+            row.sack_count = t.sack_count;
+        }
+        row
+    }
+
+    /// Ready output: the packet batch if full (or `force`), and the flows that have ended.
+    pub fn drain(&mut self, force: bool) -> (Option<RecordBatch>, Option<RecordBatch>) {
+        let packets = if !self.rows.is_empty() && (force || self.rows.len() >= self.config.batch_rows) {
+            let b = packets_batch(&self.rows, &self.capture_id, &self.files);
+            self.rows.clear();
+            Some(b)
+        } else {
+            None
+        };
+        let flows = if !self.tracker.finished.is_empty()
+            && (force || self.tracker.finished.len() >= self.config.batch_rows / 4)
+        {
+            let b = flows_batch(&self.tracker.finished, &self.capture_id, &self.files, self.config.flow.community_id_seed);
+            self.tracker.finished.clear();
+            Some(b)
+        } else {
+            None
+        };
+        (packets, flows)
+    }
+
+    /// End every flow; call once after the last file.
+    pub fn finish(&mut self) {
+        self.tracker.finish();
+    }
+
+    pub fn flows_started(&self) -> u64 {
+        self.tracker.flows_started
+    }
+
+    pub fn flows_evicted(&self) -> u64 {
+        self.tracker.evicted
+    }
+
+    pub fn active_flows(&self) -> usize {
+        self.tracker.active()
+    }
+}
