@@ -36,6 +36,16 @@ pub fn from_udp_payload(sport: u16, dport: u16, payload: &[u8]) -> Option<(Encap
     if sport == UDP_TEREDO || dport == UDP_TEREDO {
         return teredo(payload).map(|p| (Encap::Teredo, Inner::Ip(p)));
     }
+    // Teredo relays use arbitrary ports (Zeek finds them by content, tshark does not): accept a
+    // payload that is exactly one IPv6 packet to or from a Teredo address (2001:0::/32).
+    if let Some(inner) = teredo(payload) {
+        let teredo_addr = |at: usize| inner[at..at + 4] == [0x20, 0x01, 0x00, 0x00];
+        if inner.len() == 40 + usize::from(u16::from_be_bytes([inner[4], inner[5]]))
+            && (teredo_addr(8) || teredo_addr(24))
+        {
+            return Some((Encap::Teredo, Inner::Ip(inner)));
+        }
+    }
     None
 }
 

@@ -1,0 +1,5 @@
+import sys
+
+from tailscope.cli import main
+
+sys.exit(main())
