@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 import secrets
 import sys
 import time
@@ -105,10 +106,16 @@ def _plan(files: list[InputFile], reports: list[FileReport], options: AnalyzeOpt
             _fail(report, f"{f.label}: {exc}")
             continue
         report.format, report.compression = info["format"], info["compression"]
-        group = options.capture_id or f.capture_id or str(f.path.parent)
+        group = options.capture_id or f.capture_id or rotation_group(f.path)
         planned.append(_Planned(f, report, info["first_ts_ns"], group))
     planned.sort(key=lambda p: (p.group, p.first_ts_ns is None, p.first_ts_ns or 0, p.file.label))
     return planned
+
+
+def rotation_group(path: Path) -> str:
+    """Files of one rotation set share a directory and a name up to their counters or
+    timestamps (tcpdump -C: trace.pcap0, trace.pcap1; -G: trace-20240101-1200.pcap, ...)."""
+    return str(path.parent / re.sub(r"\d+", "#", path.name))
 
 
 def _fail(report: FileReport, message: str, kind: str = "unreadable") -> None:

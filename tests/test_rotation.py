@@ -64,3 +64,14 @@ def test_overlapping_captures_stay_apart(tmp_path):
     assert len(flows) == 2
     assert len({f["capture_id"] for f in flows}) == 2
     assert all(f["c2s_packets"] + f["s2c_packets"] == 14 for f in flows)
+
+
+def test_unrelated_files_in_one_directory_are_separate_captures(tmp_path):
+    import shutil
+
+    d = tmp_path / "d"
+    d.mkdir()
+    for n in ("get.pcap", "tls1.2.pcap"):
+        shutil.copy(corpus.pcap_path(n), d / n)
+    run = analyze([str(d)], tmp_path / "o", AnalyzeOptions(progress=False))
+    assert {r.capture_id for r in run.files} == {"d/get.pcap", "d/tls1.2.pcap"}
