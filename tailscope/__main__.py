@@ -1,5 +1,0 @@
-import sys
-
-from tailscope.cli import main
-
-sys.exit(main())

@@ -1,0 +1,158 @@
+"""Kernel-side impairments, used where the kernel does the job as well as the
+relay: tbf as a bottleneck with a deep queue (bufferbloat), and nftables for
+random loss (`numgen random`) and policing (`limit rate over`).
+
+The relay logs each of its decisions; the kernel does not. So kernel
+impairments come with their own evidence: tbf backlog is sampled during the run
+and qdisc / nft counters are read at the end, all written into the emulator log
+(README: kernel records). Probing is done in a throwaway namespace of our own,
+never in the root namespace.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import secrets
+import threading
+import time
+
+from .proc import run
+from .topology import PREFIX, TUN
+
+# Direction -> router interface whose egress carries it.
+EGRESS = {"s2c": "toc", "c2s": "tos"}
+
+
+def _probe(cmds: list[list[str]]) -> bool:
+    ns = f"{PREFIX}-{os.getpid()}-{secrets.token_hex(3)}-probe"
+    try:
+        run(["ip", "netns", "add", ns])
+        run(["ip", "link", "set", "lo", "up"], ns=ns)
+        return all(run(c, ns=ns, check=False).returncode == 0 for c in cmds)
+    except Exception:
+        return False
+    finally:
+        run(["ip", "netns", "del", ns], check=False)
+
+
+@functools.lru_cache(maxsize=None)
+def tbf_available() -> bool:
+    return _probe([["tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "1mbit",
+                    "burst", "10kb", "limit", "100kb"]])
+
+
+@functools.lru_cache(maxsize=None)
+def netem_available() -> bool:
+    return _probe([["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]])
+
+
+@functools.lru_cache(maxsize=None)
+def nft_available() -> bool:
+    return _probe([["nft", "add", "table", "inet", "probe"]])
+
+
+class TbfBottleneck:
+    """A token-bucket *shaper* on the router's egress: packets beyond the rate
+    wait in a FIFO of `queue_bytes` (deep = bufferbloat), drop only when full."""
+
+    def __init__(self, ns: str, direction: str, rate_kbit: float, queue_bytes: int, burst_bytes: int = 4500):
+        self.ns, self.dev = ns, EGRESS[direction]
+        self.direction = direction
+        self.rate_kbit, self.queue_bytes, self.burst_bytes = rate_kbit, queue_bytes, burst_bytes
+
+    def apply(self) -> None:
+        run(["tc", "qdisc", "replace", "dev", self.dev, "root", "tbf", "rate", f"{self.rate_kbit}kbit",
+             "burst", str(self.burst_bytes), "limit", str(self.queue_bytes)], ns=self.ns)
+
+    def stats(self) -> dict:
+        cp = run(["tc", "-s", "-j", "qdisc", "show", "dev", self.dev], ns=self.ns, timeout=5, check=False)
+        try:
+            q = next(x for x in json.loads(cp.stdout) if x.get("kind") == "tbf")
+        except (ValueError, StopIteration):
+            return {}
+        return {"backlog_bytes": q.get("backlog"), "backlog_pkts": q.get("qlen"), "drops": q.get("drops"),
+                "sent_bytes": q.get("bytes"), "sent_pkts": q.get("packets"), "overlimits": q.get("overlimits")}
+
+    def describe(self) -> dict:
+        return {"backend": "tbf", "dev": self.dev, "dir": self.direction, "rate_kbit": self.rate_kbit,
+                "queue_bytes": self.queue_bytes, "burst_bytes": self.burst_bytes}
+
+
+class QueueSampler:
+    """Polls a TbfBottleneck's backlog while traffic runs (bounded in time and
+    count) so the log shows how deep the queue got and when."""
+
+    def __init__(self, tbf: TbfBottleneck, interval_s: float = 0.05, max_samples: int = 2000):
+        self.tbf, self.interval, self.max_samples = tbf, interval_s, max_samples
+        self.records: list[dict] = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> "QueueSampler":
+        self._t.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.is_set() and len(self.records) < self.max_samples:
+            st = self.tbf.stats()
+            if st:
+                self.records.append({"ts_ns": time.time_ns(), "action": "queue_sample", "backend": "tbf",
+                                     "dev": self.tbf.dev, "dir": self.tbf.direction, **st})
+            self._stop.wait(self.interval)
+
+    def stop(self) -> list[dict]:
+        self._stop.set()
+        self._t.join(timeout=5)
+        return self.records
+
+
+class NftImpairments:
+    """Kernel loss / policing in the router's forward path, applied once per
+    packet: only on the hop from relay0 to the egress veth."""
+
+    TABLE = "tslab"
+
+    def __init__(self, ns: str, loss: dict | None = None, police: dict | None = None):
+        self.ns, self.loss, self.police = ns, loss, police
+
+    def apply(self) -> None:
+        lines = [f"table inet {self.TABLE} {{", "  chain lab_forward {",
+                 "    type filter hook forward priority 0; policy accept;"]
+        if self.loss:
+            pct = float(self.loss["pct"])
+            for d in self._dirs(self.loss):
+                # numgen over 10000 so fractional percentages (e.g. 1.5%) work.
+                lines.append(f'    iifname "{TUN}" oifname "{EGRESS[d]}" meta l4proto {{ tcp, udp }} '
+                             f'numgen random mod 10000 < {int(round(pct * 100))} counter drop '
+                             f'comment "loss_{d}"')
+        if self.police:
+            rate_kbytes = max(1, int(self.police["rate_kbit"] / 8))
+            for d in self._dirs(self.police):
+                lines.append(f'    iifname "{TUN}" oifname "{EGRESS[d]}" limit rate over {rate_kbytes} kbytes/second '
+                             f'burst {int(self.police["burst_bytes"])} bytes counter drop comment "police_{d}"')
+        lines += ["  }", "}"]
+        run(["nft", "-f", "-"], ns=self.ns, input="\n".join(lines) + "\n")
+
+    @staticmethod
+    def _dirs(spec: dict) -> list[str]:
+        d = spec.get("dir", "s2c")
+        return ["c2s", "s2c"] if d == "both" else [d]
+
+    def stats(self) -> dict:
+        cp = run(["nft", "-j", "list", "table", "inet", self.TABLE], ns=self.ns, check=False)
+        out = {}
+        try:
+            for item in json.loads(cp.stdout).get("nftables", []):
+                rule = item.get("rule")
+                if not rule:
+                    continue
+                for expr in rule.get("expr", []):
+                    if "counter" in expr:
+                        out[rule.get("comment", f"rule{rule.get('handle')}")] = expr["counter"]
+        except ValueError:
+            pass
+        return out
+
+    def describe(self) -> dict:
+        return {"backend": "nft", "loss": self.loss, "police": self.police}

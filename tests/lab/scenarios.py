@@ -1,0 +1,174 @@
+"""Named lab scenarios, as data.
+
+A Scenario says what traffic the client generates (workload), what the path
+does to it (delay, rules, loss model, policer, bottleneck) and which Linux TCP
+settings the hosts use. `intends` names the DESIGN.md §4 signatures the
+scenario is built to produce - a hint for test authors; the ground truth is
+always the emulator log of the actual run.
+
+Workload sizes are whole protocol messages in bytes (16-byte header included):
+a response of 15000 is 15000 bytes of server payload.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+
+def conn(*requests, start_s: float = 0.0) -> dict:
+    """One client connection: requests are (req_bytes, resp_bytes[, think_s])."""
+    return {"start_s": start_s,
+            "requests": [{"req": r[0], "resp": r[1], "think_s": r[2] if len(r) > 2 else 0.0} for r in requests]}
+
+
+def workload(*connections, parallel: bool = False) -> dict:
+    return {"connections": list(connections), "parallel": parallel}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    workload: dict
+    intends: tuple = ()
+    delay_ms: float = 20.0            # one-way, each direction (RTT = 2 x delay_ms + ~0.3 ms)
+    jitter_ms: float = 0.0            # Gaussian sd per direction; never reorders (models.Delay)
+    rules: tuple = ()                 # relay drop/reorder rules (README: Drop rules)
+    loss: dict | None = None          # relay loss model: bernoulli {p} | gilbert {p, r, h, k}; dir
+    police: dict | None = None        # relay token bucket {dir, rate_kbit, burst_bytes}
+    bottleneck: dict | None = None    # {dir, rate_kbit, queue_bytes}: tbf if available, else relay
+    bottleneck_backend: str = "auto"  # auto | tbf | relay
+    kernel: dict | None = None        # nftables impairments {loss: {pct, dir}, police: {...}}
+    sysctls: dict = field(default_factory=dict)   # {"client"|"server"|"router": {key: value}}
+    cc: str = "cubic"                 # congestion control of client and server sockets
+    family: int = 4
+    seed: int = 1
+    port: int = 8443
+    snaplen: int = 0                  # 0 = whole packets
+    ts_precision: str = "micro"       # pcap timestamps: micro | nano
+    linger_s: float = 0.4             # after the client exits, so FIN/ACKs are captured
+    deadline_s: float = 20.0          # client gives up after this
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def replace(self, **kw) -> "Scenario":
+        return dataclasses.replace(self, **kw)
+
+
+# Linux without TLP: a lost tail waits for the RTO, as in Flach et al.'s
+# pre-TLP measurements. tcp_early_retrans=0 disables TLP (RFC 8985 probe).
+NO_TLP = {"server": {"net.ipv4.tcp_early_retrans": "0"}}
+
+_SCENARIOS = [
+    Scenario(
+        "clean", "No impairment, 40 ms RTT: two sequential connections, three requests each.",
+        workload(conn((200, 30000), (200, 5000, 0.05), (300, 60000, 0.05)),
+                 conn((200, 30000), (200, 5000, 0.05), (300, 60000, 0.05))),
+        intends=()),
+    Scenario(
+        "clean_ipv6", "As clean, over IPv6 (ULA fd00:7473:1::/64 <-> fd00:7473:2::/64).",
+        workload(conn((200, 20000), (200, 5000, 0.05))), family=6),
+    Scenario(
+        "syn_loss", "First SYN of connection 0 dropped: the client retransmits it after the 1 s "
+                    "initial RTO. Connection 1 is clean for contrast.",
+        workload(conn((200, 10000), (200, 10000)), conn((200, 10000))),
+        intends=("syn_loss",),
+        rules=({"kind": "syn", "conn": 0, "nth": [1]},)),
+    Scenario(
+        "synack_loss", "First SYN-ACK of connection 0 dropped: the server sees the SYN again (client "
+                       "retransmission) and/or re-sends its SYN-ACK after ~1 s.",
+        workload(conn((200, 10000), (200, 10000)), conn((200, 10000))),
+        intends=("synack_loss",),
+        rules=({"kind": "synack", "conn": 0, "nth": [1]},)),
+    Scenario(
+        "tail_loss", "Last segment of responses 1 and 3 dropped (15 kB responses): recovered by the "
+                     "tail loss probe ~2 SRTT later.",
+        workload(conn(*[(200, 15000, 0.1)] * 5)),
+        intends=("tail_loss", "retransmission:tlp"),
+        rules=({"kind": "tail", "conn": 0, "msg": [1, 3], "count": 1},)),
+    Scenario(
+        "tail_loss_rto", "Tail of response 1 dropped twice (original and first retransmission) with TLP "
+                         "disabled on the server: recovered by RTO, then a doubled RTO.",
+        workload(conn(*[(200, 15000, 0.1)] * 3)),
+        intends=("tail_loss", "retransmission:rto"),
+        rules=({"kind": "tail", "conn": 0, "msg": [1], "count": 1, "transmissions": 2},),
+        sysctls=NO_TLP),
+    Scenario(
+        "midburst_loss", "Segment 5 of 60 kB responses 1 and 2 dropped: later segments draw dupACKs/SACKs "
+                         "and fast retransmit repairs it within about one RTT.",
+        workload(conn((200, 60000), (200, 60000, 0.1), (200, 60000, 0.1))),
+        intends=("retransmission:fast_retransmit",),
+        rules=({"kind": "segment", "conn": 0, "msg": [1, 2], "index": [5]},)),
+    Scenario(
+        "request_loss", "Segment 3 of a 30 kB upload (client->server) dropped: the server-side capture "
+                        "sees a hole in the client's stream, filled by the client's fast retransmit.",
+        workload(conn((30000, 2000), (30000, 2000, 0.1))),
+        intends=("lost_segment_at_vantage", "retransmission:fast_retransmit"),
+        rules=({"kind": "segment", "dir": "c2s", "conn": 0, "msg": [0], "index": [3]},)),
+    Scenario(
+        "random_loss_3pct", "3% independent loss in both directions (seeded), two parallel connections.",
+        workload(conn(*[(300, 40000, 0.05)] * 4), conn(*[(300, 40000, 0.05)] * 4), parallel=True),
+        intends=("retransmission", "lost_segment_at_vantage"),
+        loss={"model": "bernoulli", "p": 0.03, "dir": "both"}, seed=3),
+    Scenario(
+        "bursty_loss", "Gilbert-Elliott loss server->client: p=2%, r=35% (mean burst ~3 packets), "
+                       "80% loss in the bad state.",
+        workload(conn(*[(300, 40000, 0.05)] * 4), conn(*[(300, 40000, 0.05)] * 4), parallel=True),
+        intends=("retransmission",),
+        loss={"model": "gilbert", "p": 0.02, "r": 0.35, "h": 0.8, "k": 0.0, "dir": "s2c"}, seed=5),
+    Scenario(
+        "reordering", "No loss. Every 12th server data segment is held back by 2 packets; every 3rd client "
+                      "data segment is held 5 ms (visible at the server as a hole filled quickly).",
+        workload(conn(*[(8000, 40000, 0.05)] * 4)),
+        intends=("out_of_order",),
+        rules=({"kind": "reorder", "dir": "s2c", "every": 12, "by_packets": 2},
+               {"kind": "reorder", "dir": "c2s", "every": 3, "by_ms": 5})),
+    Scenario(
+        "policing", "Token-bucket policer server->client, 3 Mbit/s with a 24 kB bucket: slow start "
+                    "overruns it and the excess is dropped (not queued).",
+        workload(conn((200, 150000), (200, 150000, 0.1), (200, 150000, 0.1))),
+        intends=("policing", "retransmission"),
+        police={"dir": "s2c", "rate_kbit": 3000, "burst_bytes": 24000}),
+    Scenario(
+        "policing_nft", "Policer as nftables `limit rate over` in the router (kernel backend; drops are "
+                        "counted, not logged per packet). nft's bucket holds one second of rate plus the "
+                        "burst, so the rate is low (512 kbit/s) to make the 80 kB bucket run dry.",
+        workload(conn((200, 120000), (200, 60000, 0.1))),
+        intends=("policing", "retransmission"),
+        kernel={"police": {"dir": "s2c", "rate_kbit": 512, "burst_bytes": 16000}}),
+    Scenario(
+        "bufferbloat", "4 Mbit/s bottleneck server->client with a 600 kB FIFO (1.2 s of queue): a bulk "
+                       "connection queues up to ~80 kB (cubic's HyStart leaves slow start early), and a "
+                       "second connection's small requests wait behind it: RTT 40 ms -> ~200 ms.",
+        workload(conn((200, 300000), (200, 300000)),
+                 conn(*[(200, 2000, 0.1)] * 8, start_s=0.2), parallel=True),
+        intends=("bufferbloat",),
+        bottleneck={"dir": "s2c", "rate_kbit": 4000, "queue_bytes": 600000}),
+    Scenario(
+        "bufferbloat_deep", "As bufferbloat with a Reno sender: no HyStart, so slow start keeps growing "
+                            "until the 600 kB FIFO holds ~300 kB (RTT 40 ms -> ~600 ms), still without loss.",
+        workload(conn((200, 300000), (200, 300000)),
+                 conn(*[(200, 2000, 0.1)] * 8, start_s=0.2), parallel=True),
+        intends=("bufferbloat",), cc="reno",
+        bottleneck={"dir": "s2c", "rate_kbit": 4000, "queue_bytes": 600000}),
+    Scenario(
+        "mobile_mixed", "Mobile-like path: 350 ms RTT, 25 ms jitter each way, 1% random loss both ways, "
+                        "first SYN lost on connections 1 and 3; four parallel connections.",
+        workload(*[conn(*[(500, 20000, 0.2)] * 3, start_s=0.1 * i) for i in range(4)], parallel=True),
+        intends=("syn_loss", "retransmission", "tail_loss"),
+        delay_ms=175, jitter_ms=25,
+        rules=({"kind": "syn", "conn": [1, 3], "nth": [1]},),
+        loss={"model": "bernoulli", "p": 0.01, "dir": "both"}, seed=7,
+        linger_s=1.2, deadline_s=40),
+]
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in _SCENARIOS}
+
+
+def get(name: str, **overrides) -> Scenario:
+    try:
+        sc = SCENARIOS[name]
+    except KeyError:
+        raise KeyError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}") from None
+    return sc.replace(**overrides) if overrides else sc

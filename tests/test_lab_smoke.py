@@ -1,0 +1,398 @@
+"""Smoke tests of the ground-truth lab itself (tests/lab/).
+
+These prove the lab does what its logs claim, using the pcap, the relay's
+emulator log, the client's log and the hosts' own TCP counters against each
+other. They do not test tailscope. Every scenario runs once (in parallel, in
+its own namespaces) in a module fixture; the checks then read the files.
+
+Needs root, network namespaces and the tools from scripts/install-lab-deps.sh;
+skipped otherwise. Run just these with:  pytest -m lab tests/test_lab_smoke.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# The lab is imported as `tests.lab` (the name its subprocesses use), so the
+# repository root must be importable even when pytest puts only tests/ on the path.
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from tests.lab import SCENARIOS, ScenarioResult, get, lab_available, run_scenarios  # noqa: E402
+from tests.lab.models import GilbertElliott, RateQueue, TokenBucket  # noqa: E402
+from tests.lab.pcapread import read_pcap, tcp_connections  # noqa: E402
+from tests.lab.tracker import HEADER, Stream  # noqa: E402
+
+pytestmark = pytest.mark.lab
+
+RELAY_BOTTLENECK = "bufferbloat_relayq"   # the relay's own bottleneck (the no-tbf fallback)
+NS_PREFIX = f"tsl-{os.getpid()}-"
+
+
+def _scenarios():
+    scs = list(SCENARIOS.values())
+    scs.append(get("bufferbloat").replace(name=RELAY_BOTTLENECK, bottleneck_backend="relay"))
+    return scs
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    ok, why = lab_available()
+    if not ok:
+        pytest.skip(f"lab unavailable: {why}")
+    out = tmp_path_factory.mktemp("lab")
+    results = run_scenarios(_scenarios(), out, max_parallel=3, return_exceptions=True)
+    return results
+
+
+def result(lab, name) -> ScenarioResult:
+    r = lab[name]
+    if isinstance(r, Exception):
+        pytest.fail(f"scenario {name} failed to run: {r!r}")
+    return r
+
+
+def conn_frames(r: ScenarioResult) -> dict:
+    return tcp_connections(read_pcap(r.pcap))
+
+
+def data_frames(frames, src: str, sport: int, seq: int):
+    """Frames of the capture carrying data from (src, sport) starting at seq."""
+    return [f for f in frames if f.pkt.src == src and f.pkt.sport == sport and f.pkt.seq == seq
+            and f.pkt.payload_len > 0]
+
+
+def kernel(r: ScenarioResult, role: str, key: str) -> int:
+    return r.kernel_counters.get(role, {}).get("TcpExt", {}).get(key, 0)
+
+
+ALL = [s.name for s in _scenarios()]
+
+
+# ---- every scenario -----------------------------------------------------------
+
+@pytest.mark.parametrize("name", ALL)
+def test_run_is_trustworthy(lab, name):
+    """Client finished, tcpdump lost nothing, no interface dropped anything
+    the relay did not log, and every planned request got its response."""
+    r = result(lab, name)
+    assert r.ok, r.problems
+    planned = sum(len(c["requests"]) for c in r.params["workload"]["connections"])
+    reqs = r.requests()
+    assert len(reqs) == planned
+    for q in reqs:
+        assert q["ok"] and q["t_send_ns"] <= q["t_first_byte_ns"] <= q["t_last_byte_ns"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_pcap_has_the_planned_connections(lab, name):
+    r = result(lab, name)
+    conns = conn_frames(r)
+    assert len(conns) == len(r.params["workload"]["connections"])
+    # ... and they are exactly the client's connections (5-tuples agree).
+    client_keys = {(c["src"], c["sport"], c["dst"], c["dport"]) for c in r.connects() if c["ok"]}
+    assert set(conns) == client_keys
+    for frames in conns.values():
+        assert max(f.orig_len for f in frames) <= 1514, "offloads leaked super-segments into the pcap"
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_emulator_log_schema(lab, name):
+    r = result(lab, name)
+    recs = r.emulator_records()
+    assert recs[0]["action"] == "start" and recs[0]["schema"] == 1
+    assert any(x["action"] == "stop" for x in recs)
+    assert [x["ts_ns"] for x in recs] == sorted(x["ts_ns"] for x in recs)
+    known = {"start", "stop", "forward", "drop", "hold", "ignore", "traffic_start", "traffic_end",
+             "kernel_impairment", "kernel_stats", "queue_sample"}
+    for x in recs:
+        assert x["action"] in known, x
+        if x["action"] in ("forward", "drop", "hold") and x.get("proto") == "tcp":
+            for k in ("dir", "src", "sport", "dst", "dport", "flags", "seq", "ack", "len", "conn",
+                      "rel_seq", "rx_ts_ns"):
+                assert k in x, (k, x)
+        if x["action"] == "drop":
+            assert x["reason"] in ("rule", "random_loss", "gilbert_loss", "policer", "queue_overflow",
+                                   "shutdown")
+    assert not [x for x in recs if x["action"] == "drop" and x["reason"] == "shutdown"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_server_segment_the_relay_dropped_is_resent(lab, name):
+    """A data segment the relay dropped on its way to the client was seen by
+    the capture and must be seen again (the server's retransmission)."""
+    r = result(lab, name)
+    frames = read_pcap(r.pcap)
+    for d in r.drops():
+        if d["dir"] == "s2c" and d.get("proto") == "tcp" and d["len"] > 0:
+            tx = [f for f in data_frames(frames, d["src"], d["sport"], d["seq"]) if f.ts_ns > d["ts_ns"]]
+            assert tx, f"no retransmission of {d['seq']} after the drop at {d['ts_ns']}"
+
+
+def test_tshark_agrees_on_connection_counts(lab):
+    for name in ("clean", "mobile_mixed", "clean_ipv6"):
+        r = result(lab, name)
+        cp = subprocess.run(["tshark", "-r", str(r.pcap), "-q", "-z", "conv,tcp"], capture_output=True,
+                            text=True, timeout=60)
+        assert cp.returncode == 0, cp.stderr
+        n = sum(1 for line in cp.stdout.splitlines() if "<->" in line)
+        assert n == len(r.params["workload"]["connections"]), cp.stdout
+
+
+def test_namespaces_are_gone(lab):
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=10).stdout
+    assert NS_PREFIX not in out
+
+
+# ---- scenario-specific ground truth ---------------------------------------------
+
+def test_clean_has_no_loss(lab):
+    r = result(lab, "clean")
+    assert r.drops() == []
+    assert r.kernel_counters["server"].get("Tcp", {}).get("RetransSegs", 0) == 0
+    assert r.kernel_counters["client"].get("Tcp", {}).get("RetransSegs", 0) == 0
+
+
+def test_syn_loss_server_misses_exactly_the_first_syn(lab):
+    r = result(lab, "syn_loss")
+    drops = r.drops()
+    assert len(drops) == 1
+    d = drops[0]
+    assert (d["rule_kind"], d["flags"], d["syn_n"], d["conn"]) == ("syn", "S", 1, 0)
+    conns = conn_frames(r)
+    key = (d["src"], d["sport"], d["dst"], d["dport"])
+    syns = [f for f in conns[key] if f.pkt.syn and not f.pkt.ackf]
+    assert len(syns) == 1, "the server must see only the retransmitted SYN"
+    assert syns[0].pkt.seq == d["seq"], "same ISN: a retransmission, not a new connection"
+    gap = (syns[0].ts_ns - d["ts_ns"]) / 1e9
+    assert 0.9 < gap < 1.5, f"SYN retransmission after {gap:.3f}s, Linux initial RTO is 1 s"
+    for other, frames in conns.items():
+        if other != key:
+            assert sum(1 for f in frames if f.pkt.syn and not f.pkt.ackf) == 1
+    by_port = {c["sport"]: (c["t_end_ns"] - c["t_start_ns"]) / 1e9 for c in r.connects()}
+    assert by_port[d["sport"]] > 1.0
+    assert all(v < 0.5 for p, v in by_port.items() if p != d["sport"])
+    assert kernel(r, "client", "TCPSynRetrans") == 1
+
+
+def test_synack_loss_server_sends_synack_twice(lab):
+    r = result(lab, "synack_loss")
+    drops = r.drops()
+    assert len(drops) == 1
+    d = drops[0]
+    assert (d["rule_kind"], d["flags"], d["syn_n"]) == ("synack", "SA", 1)
+    frames = conn_frames(r)[(d["dst"], d["dport"], d["src"], d["sport"])]
+    synacks = [f for f in frames if f.pkt.syn and f.pkt.ackf]
+    assert len(synacks) >= 2
+    assert synacks[0].pkt.seq == d["seq"] and synacks[0].ts_ns <= d["ts_ns"] + 1_000_000, \
+        "the capture (before the relay) sees the SYN-ACK that the relay then dropped"
+    assert all(f.pkt.seq == d["seq"] for f in synacks)
+    assert (synacks[1].ts_ns - synacks[0].ts_ns) / 1e9 > 0.9
+    assert sum(1 for f in frames if f.pkt.syn and not f.pkt.ackf) >= 2, "client re-sent its SYN too"
+
+
+def _response_ends(r: ScenarioResult, sport: int) -> list[int]:
+    """Stream offsets where each response of the client connection ends."""
+    ends, total = [], 0
+    for q in sorted((q for q in r.requests() if q["sport"] == sport), key=lambda q: q["index"]):
+        total += q["resp_bytes"]
+        ends.append(total)
+    return ends
+
+
+def test_tail_loss_drops_exactly_response_tails_recovered_by_tlp(lab):
+    r = result(lab, "tail_loss")
+    drops = r.drops()
+    assert [d["msg"] for d in drops] == [1, 3]
+    frames = read_pcap(r.pcap)
+    for d in drops:
+        assert d["rule_kind"] == "tail" and d["msg_last"] and not d["retx"]
+        ends = _response_ends(r, d["dport"])
+        assert d["rel_seq"] - 1 + d["len"] == ends[d["msg"]], "dropped segment is not the response's last"
+        tx = data_frames(frames, d["src"], d["sport"], d["seq"])
+        assert len(tx) == 2
+        gap = (tx[1].ts_ns - tx[0].ts_ns) / 1e9
+        assert 0.06 < gap < 0.6, f"tail recovered after {gap:.3f}s"
+    assert kernel(r, "server", "TCPLossProbes") >= 2
+    assert kernel(r, "server", "TCPTimeouts") == 0
+
+
+def test_tail_loss_rto_backs_off_exponentially(lab):
+    r = result(lab, "tail_loss_rto")
+    drops = r.drops()
+    assert [d["transmission"] for d in drops] == [1, 2]
+    assert drops[0]["seq"] == drops[1]["seq"] and drops[1]["retx"]
+    tx = data_frames(read_pcap(r.pcap), drops[0]["src"], drops[0]["sport"], drops[0]["seq"])
+    assert len(tx) == 3
+    g1 = (tx[1].ts_ns - tx[0].ts_ns) / 1e9
+    g2 = (tx[2].ts_ns - tx[1].ts_ns) / 1e9
+    assert g1 >= 0.2, "an RTO is at least 200 ms on Linux"
+    assert 1.6 < g2 / g1 < 2.5, (g1, g2)
+    assert kernel(r, "server", "TCPTimeouts") == 2
+    assert kernel(r, "server", "TCPLossProbes") == 0
+
+
+def test_midburst_loss_is_fast_retransmitted(lab):
+    r = result(lab, "midburst_loss")
+    drops = r.drops()
+    assert [(d["msg"], d["seg"]) for d in drops] == [(1, 5), (2, 5)]
+    frames = read_pcap(r.pcap)
+    for d in drops:
+        tx = data_frames(frames, d["src"], d["sport"], d["seq"])
+        assert len(tx) == 2
+        assert (tx[1].ts_ns - tx[0].ts_ns) / 1e9 < 0.2, "recovered before any RTO could fire"
+    assert kernel(r, "server", "TCPFastRetrans") >= 2
+    assert kernel(r, "server", "TCPTimeouts") == 0
+
+
+def test_request_loss_shows_a_hole_at_the_server(lab):
+    r = result(lab, "request_loss")
+    (d,) = r.drops()
+    assert d["dir"] == "c2s" and d["seg"] == 3
+    frames = read_pcap(r.pcap)
+    tx = data_frames(frames, d["src"], d["sport"], d["seq"])
+    assert len(tx) == 1, "the server only ever sees the retransmission"
+    later = [f for f in frames if f.pkt.src == d["src"] and f.pkt.sport == d["sport"]
+             and f.pkt.payload_len and ((f.pkt.seq - d["seq"]) & 0xFFFFFFFF) < (1 << 31)
+             and f.pkt.seq != d["seq"]]
+    assert later and later[0].ts_ns < tx[0].ts_ns, "bytes beyond the hole arrive before it is filled"
+
+
+def test_reordering_holds_and_releases_without_loss(lab):
+    r = result(lab, "reordering")
+    recs = r.emulator_records()
+    assert r.drops() == []
+    holds = [x for x in recs if x["action"] == "hold"]
+    released = [x for x in recs if x["action"] == "forward" and x.get("reordered")]
+    assert holds and len(holds) == len(released)
+    assert {x["dir"] for x in holds} == {"c2s", "s2c"}
+    assert all(x["passed_by"] >= 0 for x in released)
+    overtaken = {(x["src"], x["sport"], x["seq"]) for x in released
+                 if x["dir"] == "c2s" and x["passed_by_data"] > 0}
+    assert overtaken, "no client segment was actually overtaken"
+    frames = read_pcap(r.pcap)
+    for h in (x for x in holds if (x["src"], x["sport"], x["seq"]) in overtaken):
+        f = data_frames(frames, h["src"], h["sport"], h["seq"])
+        assert len(f) == 1
+        higher_before = [g for g in frames if g.ts_ns < f[0].ts_ns and g.pkt.src == h["src"]
+                         and g.pkt.sport == h["sport"] and g.pkt.payload_len
+                         and 0 < ((g.pkt.seq - h["seq"]) & 0xFFFFFFFF) < (1 << 31)]
+        assert higher_before, "a held client segment must reach the server after a later one"
+
+
+def test_policing_drops_only_when_bucket_empty(lab):
+    r = result(lab, "policing")
+    drops = r.drops()
+    assert len(drops) > 5 and {d["reason"] for d in drops} == {"policer"}
+    for d in drops:
+        assert d["police_tokens"] < d["ip_len"]
+    passed = [x for x in r.emulator_records() if x["action"] == "forward" and "police_tokens" in x]
+    assert passed and all(x["police_tokens"] >= x["ip_len"] for x in passed)
+
+
+def test_policing_nft_counts_drops(lab):
+    r = result(lab, "policing_nft")
+    stats = [x for x in r.emulator_records() if x["action"] == "kernel_stats"]
+    assert stats and stats[0]["counters"]["police_s2c"]["packets"] > 0
+    assert r.kernel_counters["server"]["Tcp"].get("RetransSegs", 0) > 0
+
+
+@pytest.mark.parametrize("name", ["bufferbloat", "bufferbloat_deep", RELAY_BOTTLENECK])
+def test_bufferbloat_queues_without_loss(lab, name):
+    r = result(lab, name)
+    recs = r.emulator_records()
+    assert r.drops() == []
+    if r.backends["bottleneck"] == "tbf":
+        peak = max(x["backlog_bytes"] for x in recs if x["action"] == "queue_sample")
+        (st,) = [x for x in recs if x["action"] == "kernel_stats"]
+        assert st["drops"] == 0
+        queue_s = peak * 8 / (r.params["bottleneck"]["rate_kbit"] * 1000)
+    else:
+        queue_s = max(x.get("queue_ms", 0) for x in recs if x["action"] == "forward") / 1000
+    assert queue_s > 0.05, f"bottleneck queue peaked at only {queue_s * 1000:.0f} ms"
+    small = [(q["t_last_byte_ns"] - q["t_send_ns"]) / 1e9 for q in r.requests() if q["conn"] == 1]
+    assert max(small) > 2 * min(small), "interactive requests should wait behind the bulk transfer"
+
+
+def test_random_loss_rate_is_plausible(lab):
+    r = result(lab, "random_loss_3pct")
+    recs = [x for x in r.emulator_records() if x.get("proto") == "tcp" and x["action"] in ("forward", "drop")]
+    for d in ("c2s", "s2c"):
+        seen = [x for x in recs if x["dir"] == d]
+        lost = [x for x in seen if x["action"] == "drop"]
+        assert {x["reason"] for x in lost} <= {"random_loss"}
+        assert 0.003 < len(lost) / len(seen) < 0.09, (d, len(lost), len(seen))
+
+
+def test_bursty_loss_comes_in_bursts(lab):
+    r = result(lab, "bursty_loss")
+    s2c = sorted((x for x in r.emulator_records() if x.get("proto") == "tcp" and x.get("dir") == "s2c"
+                  and x["action"] in ("forward", "drop")), key=lambda x: x["rx_ts_ns"])
+    lost = [x["action"] == "drop" for x in s2c]
+    assert sum(lost) >= 3
+    assert any(a and b for a, b in zip(lost, lost[1:])), "no two consecutive losses"
+    assert {x["reason"] for x in r.drops()} == {"gilbert_loss"}
+
+
+def test_mobile_mixed(lab):
+    r = result(lab, "mobile_mixed")
+    syn_drops = [d for d in r.drops() if d.get("rule_kind") == "syn"]
+    assert sorted(d["conn"] for d in syn_drops) == [1, 3]
+    lat = [(q["t_first_byte_ns"] - q["t_send_ns"]) / 1e9 for q in r.requests()]
+    assert min(lat) > 0.3, "every request pays at least one 350 ms RTT"
+
+
+def test_ipv6(lab):
+    r = result(lab, "clean_ipv6")
+    assert all(f.pkt.family == 6 for frames in conn_frames(r).values() for f in frames)
+
+
+# ---- the impairment models, without namespaces ------------------------------------
+
+def test_gilbert_elliott_mean_burst_length():
+    ge = GilbertElliott(p=0.02, r=0.25, h=1.0, k=0.0, rng=random.Random(1))
+    lost = [ge.drop()[0] for _ in range(200_000)]
+    bursts, run = [], 0
+    for x in lost:
+        if x:
+            run += 1
+        elif run:
+            bursts.append(run)
+            run = 0
+    assert 3.5 < sum(bursts) / len(bursts) < 4.5          # 1/r = 4
+    assert 0.06 < sum(lost) / len(lost) < 0.09            # p/(p+r) = 7.4%
+
+
+def test_token_bucket_and_rate_queue():
+    tb = TokenBucket(rate_kbit=8, burst_bytes=3000, now=0.0)   # 1000 B/s
+    assert tb.admit(1500, 0.0)[0] and tb.admit(1500, 0.0)[0]
+    assert not tb.admit(1500, 0.0)[0]
+    assert tb.admit(1500, 1.5)[0]
+    q = RateQueue(rate_kbit=80, queue_bytes=3000)              # 10 kB/s
+    ok1, dep1, _ = q.enqueue(1000, 0.0)
+    ok2, dep2, backlog = q.enqueue(1000, 0.0)
+    assert ok1 and ok2 and abs(dep1 - 0.1) < 1e-9 and abs(dep2 - 0.2) < 1e-9 and backlog == 2000
+    assert not q.enqueue(1500, 0.0)[0]                         # would exceed 3000 B
+    assert q.enqueue(1500, 0.15)[0]                            # first one departed
+
+
+def test_stream_framing_across_segment_boundaries():
+    msgs = HEADER.pack(b"TR", 0, 0, 3000, 0) + b"x" * 3000 + HEADER.pack(b"TR", 0, 1, 5, 0) + b"y" * 5
+    for size in (1448, 7, 3010, 1):
+        s = Stream()
+        for off in range(0, len(msgs), size):
+            s.feed_new(off, msgs[off:off + size])
+        assert s.messages == [[0, 3016], [3016, 3037]], size
+
+
+def test_scenarios_are_serializable():
+    for sc in SCENARIOS.values():
+        json.dumps(sc.to_dict())
+        assert sc.description and sc.workload["connections"]
