@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from tailscope import _native
 
-TABLES = ("packets", "flows", "files")
+TABLES = ("packets", "flows", "events", "files")
 DB_NAME = "tailscope.duckdb"
 
 
@@ -40,6 +40,8 @@ def _empty_schema(table: str) -> pa.Schema:
         return _native.packet_schema()
     if table == "flows":
         return _native.flow_schema()
+    if table == "events":
+        return _native.event_schema()
     from tailscope.jobs.local import files_table
 
     return files_table([], "").schema

@@ -99,7 +99,7 @@ LINK_CASES = {
     "ethernet-ipv6": (1, lambda: pcapgen.ethernet(_l3_v6(), ethertype=0x86DD)),
     "802.1q": (1, lambda: pcapgen.ethernet(_l3_v4(), tags=((0x8100, 7),))),
     "qinq": (1, lambda: pcapgen.ethernet(_l3_v4(), tags=((0x88A8, 10), (0x8100, 20)))),
-    "pppoe": (1, lambda: pcapgen.ethernet(b"\x11\x00\x00\x01\x00\x00\x00\x21" + _l3_v4(), ethertype=0x8864)),
+    "pppoe": (1, lambda: pcapgen.ethernet(b"\x11\x00\x00\x01" + (2 + len(_l3_v4())).to_bytes(2, "big") + b"\x00\x21" + _l3_v4(), ethertype=0x8864)),
     "mpls": (1, lambda: pcapgen.ethernet(b"\x00\x01\x01\x40" + _l3_v4(), ethertype=0x8847)),
     "raw-101": (101, _l3_v4),
     "raw-228": (228, _l3_v4),

@@ -142,7 +142,7 @@ impl PySession {
                 session.drain(false)
             }))
         });
-        let (packets, flows) = match outcome {
+        let (packets, flows, events) = match outcome {
             Ok(out) => out,
             Err(panic) => {
                 // A bug of ours must not take the whole run down: the file is reported as failed
@@ -155,26 +155,26 @@ impl PySession {
                 cur.done = true;
                 drop(guard);
                 cursor.internal_error = Some(format!("internal error while decoding: {msg}"));
-                (None, None)
+                (None, None, None)
             }
         };
-        output_list(py, packets, flows)
+        output_list(py, [("packets", packets), ("flows", flows), ("events", events)])
     }
 
     /// End every flow and return all remaining output.
     fn finish(&mut self, py: Python<'_>) -> PyResult<Py<PyList>> {
         let session = &mut self.inner;
-        let (packets, flows) = py.detach(|| {
+        let (packets, flows, events) = py.detach(|| {
             session.finish();
             session.drain(true)
         });
-        output_list(py, packets, flows)
+        output_list(py, [("packets", packets), ("flows", flows), ("events", events)])
     }
 
     /// Flush a partial packet batch (e.g. at the end of a file).
     fn flush(&mut self, py: Python<'_>) -> PyResult<Py<PyList>> {
-        let (packets, flows) = self.inner.drain(true);
-        output_list(py, packets, flows)
+        let (packets, flows, events) = self.inner.drain(true);
+        output_list(py, [("packets", packets), ("flows", flows), ("events", events)])
     }
 
     fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -186,13 +186,12 @@ impl PySession {
     }
 }
 
-fn output_list(py: Python<'_>, packets: Option<RecordBatch>, flows: Option<RecordBatch>) -> PyResult<Py<PyList>> {
+fn output_list<const N: usize>(py: Python<'_>, batches: [(&str, Option<RecordBatch>); N]) -> PyResult<Py<PyList>> {
     let out = PyList::empty(py);
-    if let Some(b) = packets {
-        out.append(("packets", batch_to_py(py, b)?))?;
-    }
-    if let Some(b) = flows {
-        out.append(("flows", batch_to_py(py, b)?))?;
+    for (table, batch) in batches {
+        if let Some(b) = batch {
+            out.append((table, batch_to_py(py, b)?))?;
+        }
     }
     Ok(out.unbind())
 }
@@ -267,6 +266,17 @@ fn flow_schema(py: Python<'_>) -> PyResult<Py<PyAny>> {
 }
 
 #[pyfunction]
+fn event_schema(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    Ok(tables::event_schema().as_ref().to_pyarrow(py)?.into())
+}
+
+/// Names of the per-packet tags, in bit order (bit i is `1 << i`).
+#[pyfunction]
+fn tag_names() -> Vec<&'static str> {
+    tailscope_signatures::tags::ALL.iter().map(|(_, n)| *n).collect()
+}
+
+#[pyfunction]
 fn skip_reasons() -> Vec<&'static str> {
     SkipReason::ALL.iter().map(|r| r.name()).collect()
 }
@@ -280,6 +290,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(packet_schema, m)?)?;
     m.add_function(wrap_pyfunction!(flow_schema, m)?)?;
     m.add_function(wrap_pyfunction!(skip_reasons, m)?)?;
+    m.add_function(wrap_pyfunction!(event_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(tag_names, m)?)?;
     m.add("CaptureFileError", m.py().get_type::<CaptureFileError>())?;
     m.add("SCHEMA_VERSION", tables::SCHEMA_VERSION)?;
     Ok(())

@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use etherparse::{LaxIpSlice, LenSource, TcpOptionElement, TcpOptionsIterator};
+use etherparse::{LaxIpSlice, TcpOptionElement, TcpOptionsIterator};
 
 use crate::capture::Frame;
 use crate::link;
@@ -138,6 +138,12 @@ pub fn decode_frame<'a>(frame: &Frame<'a>) -> Result<Packet<'a>, SkipReason> {
     if p.payload_len == u32::MAX {
         p.payload_len = (p.payload.len() as u32).saturating_add(cut);
         p.ip_len = p.ip_len.saturating_add(cut);
+    } else if cut == 0 && (p.payload.len() as u32) < p.payload_len {
+        // The whole frame was captured, yet the headers claim more than it holds: the length
+        // field is wrong (or a shim such as PPPoE bounded the packet), not the capture. Believe
+        // the bytes, as Wireshark does ("IPv4 total length exceeds packet length").
+        // `ip_len` keeps the header's claim: it is what Zeek's ip_bytes sum.
+        p.payload_len = p.payload.len() as u32;
     }
     Ok(p)
 }
@@ -172,17 +178,19 @@ fn decode_ip(data: &[u8], depth: usize, encap: Encap) -> Result<Packet<'_>, Skip
                 IpAddr::V6(h.destination_addr()),
                 h.hop_limit(),
                 frag_id,
-                40 + u32::from(h.payload_length()),
+                // A zero payload length is a jumbogram or TSO: no usable claim.
+                if h.payload_length() == 0 { 0 } else { 40 + u32::from(h.payload_length()) },
             )
         }
     };
     let pl = ip.payload();
     let header_bytes = (pl.payload.as_ptr() as usize - data.as_ptr() as usize) as u32;
-    // u32::MAX marks "no declared length"; decode_frame fills it from the wire length.
-    let (ip_len, l4_len) = if pl.len_source == LenSource::Slice {
+    // u32::MAX marks "no declared length" (a zero length field, as in TSO captures, or one
+    // shorter than the headers); decode_frame then takes the length from the wire.
+    let (ip_len, l4_len) = if declared_ip_len == 0 || declared_ip_len < header_bytes {
         (data.len() as u32, u32::MAX)
     } else {
-        (declared_ip_len, declared_ip_len.saturating_sub(header_bytes))
+        (declared_ip_len, declared_ip_len - header_bytes)
     };
     if pl.fragmented && !is_first_fragment(&ip) {
         return Err(SkipReason::IpFragment);

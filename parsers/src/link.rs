@@ -140,10 +140,12 @@ fn ether_payload(ethertype: u16, rest: &[u8], depth: usize) -> Result<&[u8], Ski
     }
 }
 
-/// PPPoE session header (6 bytes) then a PPP protocol field.
+/// PPPoE session header (6 bytes) then a PPP protocol field. The header's length field bounds
+/// the PPP frame: bytes after it are Ethernet padding, even when the IP header claims them.
 fn pppoe(d: &[u8]) -> Result<&[u8], SkipReason> {
     need(d, 8)?;
-    ppp_protocol(be16(d, 6), &d[8..])
+    let end = (6 + usize::from(be16(d, 4))).clamp(8, d.len());
+    ppp_protocol(be16(d, 6), &d[8..end])
 }
 
 /// PPP, with or without the HDLC address/control bytes, with a 1- or 2-byte protocol field.

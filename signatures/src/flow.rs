@@ -18,6 +18,7 @@ use std::net::IpAddr;
 use tailscope_parsers::decode::{Packet, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 
 use crate::community_id::community_id_v1;
+use crate::tcp::TcpState;
 
 #[derive(Debug, Clone)]
 pub struct FlowConfig {
@@ -57,6 +58,12 @@ impl Direction {
     }
     pub fn index(self) -> usize {
         self as usize
+    }
+    pub fn other(self) -> Direction {
+        match self {
+            Direction::C2S => Direction::S2C,
+            Direction::S2C => Direction::C2S,
+        }
     }
 }
 
@@ -156,6 +163,8 @@ pub struct Flow {
     pub first_file: u32,
     pub last_file: u32,
     pub encap: &'static str,
+    /// TCP sequence analysis (None for UDP); boxed so UDP flows stay small.
+    pub tcp: Option<Box<TcpState>>,
     generation: u32,
 }
 
@@ -357,6 +366,7 @@ impl FlowTracker {
             first_file: file_index,
             last_file: file_index,
             encap: p.encap.name(),
+            tcp: (p.proto == 6).then(Box::<TcpState>::default),
             generation: self.generation,
         };
         let slot = match self.free.pop() {

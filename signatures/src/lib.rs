@@ -3,7 +3,10 @@
 
 pub mod community_id;
 pub mod flow;
+pub mod rtt;
 pub mod session;
 pub mod tables;
+pub mod tags;
+pub mod tcp;
 
 pub use session::{FileCursor, FileStats, Session, SessionConfig};

@@ -10,7 +10,9 @@ use tailscope_parsers::decode::{decode_frame, Packet, TCP_ACK, TCP_SYN};
 use tailscope_parsers::SkipCounts;
 
 use crate::flow::{Direction, FlowConfig, FlowTracker};
-use crate::tables::{flows_batch, packets_batch, PacketRow};
+use crate::tables::{events_batch, flows_batch, packets_batch, EventRow, PacketRow};
+use crate::tags;
+use crate::tcp::PacketIn;
 
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
@@ -63,6 +65,7 @@ pub struct Session {
     pub files: Vec<String>,
     tracker: FlowTracker,
     rows: Vec<PacketRow>,
+    events: Vec<EventRow>,
     pub totals: FileStats,
 }
 
@@ -71,6 +74,7 @@ impl Session {
         Session {
             tracker: FlowTracker::new(config.flow.clone(), capture_id),
             rows: Vec::with_capacity(config.batch_rows),
+            events: Vec::new(),
             config,
             capture_id: capture_id.to_string(),
             files: Vec::new(),
@@ -143,6 +147,14 @@ impl Session {
 
     fn track(&mut self, p: &Packet<'_>, file_index: u32) -> PacketRow {
         let a = self.tracker.assign(p, file_index);
+        let analysis = p.tcp().and_then(|t| {
+            let f = self.tracker.flow_mut(a.slot);
+            let peer_window_shift = f.window_shift(a.direction.other());
+            let dir = a.direction.index();
+            f.tcp.as_mut().map(|state| {
+                state.analyze(&PacketIn { dir, ts_ns: p.ts_ns, tcp: t, seglen: p.payload_len, ip_id: p.ip_id, peer_window_shift })
+            })
+        });
         let f = self.tracker.flow(a.slot);
         let c2s = a.direction == Direction::C2S;
         let mut row = PacketRow {
@@ -176,11 +188,54 @@ impl Session {
             row.sack = t.sack;
             row.sack_count = t.sack_count;
         }
+        if let Some(an) = analysis {
+            row.tags = an.tags;
+            row.rtt_ns = an.rtt_ns;
+            row.retx_delay_ns = an.retx_delay_ns;
+            self.note_events(&row, an.tags, an.retx_delay_ns, p.tcp().map(|t| t.seq));
+        }
         row
     }
 
+    /// One events row per signature occurrence on this packet.
+    fn note_events(&mut self, row: &PacketRow, mask: u32, retx_delay: Option<i64>, seq: Option<u32>) {
+        let mut push = |signature: &'static str, cause: Option<&'static str>, delay_ns: Option<i64>| {
+            self.events.push(EventRow {
+                file_index: row.file_index,
+                frame: row.frame,
+                ts_ns: row.ts_ns,
+                flow_id: row.flow_id,
+                c2s: row.c2s,
+                signature,
+                cause,
+                delay_ns,
+                seq,
+                len: row.payload_len,
+            });
+        };
+        if mask & tags::SYN_RETRANSMISSION != 0 {
+            push("syn_retransmission", None, retx_delay);
+        } else if mask & tags::SYNACK_RETRANSMISSION != 0 {
+            push("synack_retransmission", None, retx_delay);
+        } else if mask & tags::RETRANSMISSION != 0 {
+            push("retransmission", tags::cause_name(mask), retx_delay);
+        }
+        if mask & tags::TAIL_LOSS != 0 {
+            push("tail_loss", tags::cause_name(mask), retx_delay);
+        }
+        for (bit, name) in [
+            (tags::OUT_OF_ORDER, "out_of_order"),
+            (tags::LOST_SEGMENT, "lost_segment"),
+            (tags::ZERO_WINDOW, "zero_window"),
+        ] {
+            if mask & bit != 0 {
+                push(name, None, None);
+            }
+        }
+    }
+
     /// Ready output: the packet batch if full (or `force`), and the flows that have ended.
-    pub fn drain(&mut self, force: bool) -> (Option<RecordBatch>, Option<RecordBatch>) {
+    pub fn drain(&mut self, force: bool) -> (Option<RecordBatch>, Option<RecordBatch>, Option<RecordBatch>) {
         let packets = if !self.rows.is_empty() && (force || self.rows.len() >= self.config.batch_rows) {
             let b = packets_batch(&self.rows, &self.capture_id, &self.files);
             self.rows.clear();
@@ -197,7 +252,14 @@ impl Session {
         } else {
             None
         };
-        (packets, flows)
+        let events = if !self.events.is_empty() && (force || self.events.len() >= self.config.batch_rows) {
+            let b = events_batch(&self.events, &self.capture_id, &self.files);
+            self.events.clear();
+            Some(b)
+        } else {
+            None
+        };
+        (packets, flows, events)
     }
 
     /// End every flow; call once after the last file.

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{ListBuilder, StructBuilder, UInt32Builder};
+use arrow_array::builder::{ListBuilder, StringBuilder, StructBuilder, UInt32Builder};
 use arrow_array::{
     ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray,
     UInt16Array, UInt32Array, UInt64Array, UInt8Array,
@@ -11,9 +11,11 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 
 use crate::flow::Flow;
+use crate::tags;
+use crate::tcp::TcpFlowStats;
 
 /// Bumped on every deliberate change of a table's columns or their meaning.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 fn ts_type() -> DataType {
     DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
@@ -51,6 +53,11 @@ pub fn packet_schema() -> SchemaRef {
         Field::new("ttl", DataType::UInt8, false),
         Field::new("wire_len", DataType::UInt32, false),
         Field::new("encap", DataType::Utf8, true),
+        Field::new("tags", DataType::UInt32, false),
+        Field::new("tag_names", DataType::List(Arc::new(Field::new("item", DataType::Utf8, false))), false),
+        Field::new("retx_cause", DataType::Utf8, true),
+        Field::new("retx_delay_ns", DataType::Int64, true),
+        Field::new("rtt_ns", DataType::Int64, true),
     ]))
 }
 
@@ -85,6 +92,15 @@ pub fn flow_schema() -> SchemaRef {
         fields.push(Field::new(format!("{d}_mss"), DataType::UInt16, true));
         fields.push(Field::new(format!("{d}_wscale"), DataType::UInt8, true));
     }
+    fields.push(Field::new("vantage", DataType::Utf8, true));
+    for (name, ty) in TCP_FLOW_COLUMNS {
+        fields.push(Field::new(*name, ty.clone(), true));
+    }
+    fields.push(Field::new(
+        "signatures",
+        DataType::List(Arc::new(Field::new("item", DataType::Utf8, false))),
+        false,
+    ));
     fields.extend([
         Field::new("first_file", DataType::Utf8, false),
         Field::new("last_file", DataType::Utf8, false),
@@ -118,6 +134,181 @@ pub struct PacketRow {
     pub ttl: u8,
     pub wire_len: u32,
     pub encap: &'static str,
+    pub tags: u32,
+    pub rtt_ns: Option<i64>,
+    pub retx_delay_ns: Option<i64>,
+}
+
+/// TCP flow columns (null for UDP flows), in schema order; values come from [`tcp_values`].
+const TCP_FLOW_COLUMNS: &[(&str, DataType)] = &[
+    ("handshake_rtt_ns", DataType::Int64),
+    ("syn_synack_ns", DataType::Int64),
+    ("rtt_samples", DataType::Int64),
+    ("rtt_min_ns", DataType::Int64),
+    ("rtt_p50_ns", DataType::Int64),
+    ("rtt_p95_ns", DataType::Int64),
+    ("rtt_max_ns", DataType::Int64),
+    ("c2s_retx_packets", DataType::Int64),
+    ("s2c_retx_packets", DataType::Int64),
+    ("c2s_retx_bytes", DataType::Int64),
+    ("s2c_retx_bytes", DataType::Int64),
+    ("retx_rto", DataType::Int64),
+    ("retx_fast", DataType::Int64),
+    ("retx_tlp", DataType::Int64),
+    ("retx_spurious", DataType::Int64),
+    ("retx_network_duplicate", DataType::Int64),
+    ("retx_unknown", DataType::Int64),
+    ("retx_delay_p50_ns", DataType::Int64),
+    ("retx_delay_max_ns", DataType::Int64),
+    ("max_retx_per_segment", DataType::Int64),
+    ("c2s_out_of_order", DataType::Int64),
+    ("s2c_out_of_order", DataType::Int64),
+    ("c2s_reordered", DataType::Int64),
+    ("s2c_reordered", DataType::Int64),
+    ("reorder_extent_max_ns", DataType::Int64),
+    ("c2s_lost_segments", DataType::Int64),
+    ("s2c_lost_segments", DataType::Int64),
+    ("c2s_dup_acks", DataType::Int64),
+    ("s2c_dup_acks", DataType::Int64),
+    ("c2s_zero_windows", DataType::Int64),
+    ("s2c_zero_windows", DataType::Int64),
+    ("syn_retx", DataType::Int64),
+    ("synack_retx", DataType::Int64),
+    ("syn_loss_delay_ns", DataType::Int64),
+    ("synack_loss_delay_ns", DataType::Int64),
+    ("tail_losses", DataType::Int64),
+    ("tail_loss_delay_ns", DataType::Int64),
+];
+
+/// The path to the client is what a server-side capture measures: server data acked by the client.
+fn tcp_values(f: &Flow) -> Option<[Option<i64>; 37]> {
+    let t = f.tcp.as_ref()?;
+    let s: &TcpFlowStats = &t.stats;
+    let to_client = &t.dir[1].rtt;
+    let n = |v: u64| Some(v as i64);
+    Some([
+        s.handshake_rtt_ns,
+        s.syn_synack_ns,
+        n(to_client.count()),
+        to_client.min,
+        to_client.percentile(50.0),
+        to_client.percentile(95.0),
+        to_client.max,
+        n(s.retx_packets[0]),
+        n(s.retx_packets[1]),
+        n(s.retx_bytes[0]),
+        n(s.retx_bytes[1]),
+        n(s.retx_rto),
+        n(s.retx_fast),
+        n(s.retx_tlp),
+        n(s.retx_spurious),
+        n(s.retx_network_duplicate),
+        n(s.retx_unknown),
+        s.retx_delays_ns.percentile(50.0),
+        s.retx_delays_ns.max,
+        n(u64::from(s.max_retx_per_segment)),
+        n(s.out_of_order[0]),
+        n(s.out_of_order[1]),
+        n(s.reordered[0]),
+        n(s.reordered[1]),
+        Some(s.reorder_extent_max_ns),
+        n(s.lost_segments[0]),
+        n(s.lost_segments[1]),
+        n(s.dup_acks[0]),
+        n(s.dup_acks[1]),
+        n(s.zero_windows[0]),
+        n(s.zero_windows[1]),
+        n(u64::from(s.syn_retx)),
+        n(u64::from(s.synack_retx)),
+        Some(s.syn_loss_delay_ns),
+        Some(s.synack_loss_delay_ns),
+        n(s.tail_losses),
+        Some(s.tail_loss_delay_ns),
+    ])
+}
+
+/// Flow-level signature names: what struck this flow at least once.
+fn flow_signatures(f: &Flow) -> Vec<&'static str> {
+    let Some(t) = f.tcp.as_ref() else { return Vec::new() };
+    let s = &t.stats;
+    let mut out = Vec::new();
+    let syn_loss = s.syn_retx > 0 && s.synack_retx == 0 && s.syn_loss_delay_ns > 0;
+    for (hit, name) in [
+        (syn_loss, "syn_loss"),
+        (s.synack_retx > 0, "synack_loss"),
+        (s.tail_losses > 0, "tail_loss"),
+        (s.retx_rto > 0, "rto"),
+        (s.retx_fast > 0, "fast_retransmit"),
+        (s.retx_tlp > 0, "tlp"),
+        (s.retx_spurious > 0, "spurious_retransmission"),
+        (s.reordered[0] + s.reordered[1] > 0, "reordering"),
+        (s.zero_windows[0] + s.zero_windows[1] > 0, "zero_window"),
+    ] {
+        if hit {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// One row of the events table.
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    pub file_index: u32,
+    pub frame: u64,
+    pub ts_ns: i64,
+    pub flow_id: i64,
+    pub c2s: bool,
+    pub signature: &'static str,
+    pub cause: Option<&'static str>,
+    pub delay_ns: Option<i64>,
+    pub seq: Option<u32>,
+    pub len: u32,
+}
+
+pub fn event_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("capture_id", DataType::Utf8, false),
+        Field::new("flow_id", DataType::Int64, false),
+        Field::new("ts", ts_type(), false),
+        Field::new("file", DataType::Utf8, false),
+        Field::new("frame", DataType::UInt64, false),
+        Field::new("direction", DataType::Utf8, false),
+        Field::new("signature", DataType::Utf8, false),
+        Field::new("cause", DataType::Utf8, true),
+        Field::new("delay_ns", DataType::Int64, true),
+        Field::new("seq", DataType::UInt32, true),
+        Field::new("len", DataType::UInt32, false),
+    ]))
+}
+
+pub fn events_batch(rows: &[EventRow], capture_id: &str, files: &[String]) -> RecordBatch {
+    let n = rows.len();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(capture_id, n))),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.flow_id))),
+        Arc::new(TimestampNanosecondArray::from_iter_values(rows.iter().map(|r| r.ts_ns)).with_timezone("UTC")),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| files[r.file_index as usize].as_str()))),
+        Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.frame))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| if r.c2s { "c2s" } else { "s2c" }))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.signature))),
+        Arc::new(StringArray::from_iter(rows.iter().map(|r| r.cause))),
+        Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.delay_ns))),
+        Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.seq))),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.len))),
+    ];
+    RecordBatch::try_new(event_schema(), columns).expect("event columns match the schema")
+}
+
+fn string_lists<'a>(items: impl Iterator<Item = Vec<&'a str>>) -> ArrayRef {
+    let mut b = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new("item", DataType::Utf8, false)));
+    for v in items {
+        for s in v {
+            b.values().append_value(s);
+        }
+        b.append(true);
+    }
+    Arc::new(b.finish())
 }
 
 fn opt_str(s: &str) -> Option<&str> {
@@ -169,6 +360,11 @@ pub fn packets_batch(rows: &[PacketRow], capture_id: &str, files: &[String]) -> 
         Arc::new(UInt8Array::from_iter_values(rows.iter().map(|r| r.ttl))),
         Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.wire_len))),
         Arc::new(StringArray::from_iter(rows.iter().map(|r| opt_str(r.encap)))),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.tags))),
+        string_lists(rows.iter().map(|r| tags::names(r.tags).collect())),
+        Arc::new(StringArray::from_iter(rows.iter().map(|r| tags::cause_name(r.tags)))),
+        Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.retx_delay_ns))),
+        Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.rtt_ns))),
     ];
     RecordBatch::try_new(packet_schema(), columns).expect("packet columns match the schema")
 }
@@ -204,6 +400,12 @@ pub fn flows_batch(flows: &[Flow], capture_id: &str, files: &[String], cid_seed:
         columns.push(Arc::new(UInt16Array::from_iter(flows.iter().map(|f| f.dir[d].mss))));
         columns.push(Arc::new(UInt8Array::from_iter(flows.iter().map(|f| f.dir[d].wscale))));
     }
+    columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| f.tcp.as_ref().map(|t| t.vantage.name())))));
+    let tcp: Vec<Option<[Option<i64>; 37]>> = flows.iter().map(tcp_values).collect();
+    for i in 0..TCP_FLOW_COLUMNS.len() {
+        columns.push(Arc::new(Int64Array::from_iter(tcp.iter().map(|v| v.and_then(|v| v[i])))));
+    }
+    columns.push(string_lists(flows.iter().map(flow_signatures)));
     columns.push(strs(&|f| files[f.first_file as usize].clone()));
     columns.push(strs(&|f| files[f.last_file as usize].clone()));
     columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| opt_str(f.encap)))));

@@ -1,0 +1,78 @@
+//! Per-packet signature tags: a bit mask in `packets.tags` and the readable names in
+//! `packets.tag_names`. Names follow Wireshark's `tcp.analysis.*` vocabulary where one exists;
+//! every tag is defined in docs/signatures.md (the one place rules are explained).
+
+pub const RETRANSMISSION: u32 = 1 << 0;
+pub const FAST_RETRANSMISSION: u32 = 1 << 1;
+pub const SPURIOUS_RETRANSMISSION: u32 = 1 << 2;
+pub const OUT_OF_ORDER: u32 = 1 << 3;
+pub const LOST_SEGMENT: u32 = 1 << 4;
+pub const ACK_LOST_SEGMENT: u32 = 1 << 5;
+pub const DUPLICATE_ACK: u32 = 1 << 6;
+pub const ZERO_WINDOW: u32 = 1 << 7;
+pub const ZERO_WINDOW_PROBE: u32 = 1 << 8;
+pub const ZERO_WINDOW_PROBE_ACK: u32 = 1 << 9;
+pub const WINDOW_FULL: u32 = 1 << 10;
+pub const WINDOW_UPDATE: u32 = 1 << 11;
+pub const KEEP_ALIVE: u32 = 1 << 12;
+pub const KEEP_ALIVE_ACK: u32 = 1 << 13;
+pub const SYN_RETRANSMISSION: u32 = 1 << 14;
+pub const SYNACK_RETRANSMISSION: u32 = 1 << 15;
+/// Retransmission causes (Tstat classes, refined with RFC 8985 and RFC 6298): exactly one is set
+/// on every packet tagged `retransmission`.
+pub const RETX_RTO: u32 = 1 << 16;
+pub const RETX_FAST: u32 = 1 << 17;
+pub const RETX_TLP: u32 = 1 << 18;
+pub const RETX_SPURIOUS: u32 = 1 << 19;
+pub const RETX_NETWORK_DUPLICATE: u32 = 1 << 20;
+pub const RETX_UNKNOWN: u32 = 1 << 21;
+/// The retransmission recovered the loss of the last segment(s) of a burst (Flach et al. 2013).
+pub const TAIL_LOSS: u32 = 1 << 22;
+/// Genuine reordering: a hole filled sooner than any retransmission could have filled it.
+pub const REORDERED: u32 = 1 << 23;
+
+pub const ALL: [(u32, &str); 24] = [
+    (RETRANSMISSION, "retransmission"),
+    (FAST_RETRANSMISSION, "fast_retransmission"),
+    (SPURIOUS_RETRANSMISSION, "spurious_retransmission"),
+    (OUT_OF_ORDER, "out_of_order"),
+    (LOST_SEGMENT, "lost_segment"),
+    (ACK_LOST_SEGMENT, "ack_lost_segment"),
+    (DUPLICATE_ACK, "duplicate_ack"),
+    (ZERO_WINDOW, "zero_window"),
+    (ZERO_WINDOW_PROBE, "zero_window_probe"),
+    (ZERO_WINDOW_PROBE_ACK, "zero_window_probe_ack"),
+    (WINDOW_FULL, "window_full"),
+    (WINDOW_UPDATE, "window_update"),
+    (KEEP_ALIVE, "keep_alive"),
+    (KEEP_ALIVE_ACK, "keep_alive_ack"),
+    (SYN_RETRANSMISSION, "syn_retransmission"),
+    (SYNACK_RETRANSMISSION, "synack_retransmission"),
+    (RETX_RTO, "retx_rto"),
+    (RETX_FAST, "retx_fast"),
+    (RETX_TLP, "retx_tlp"),
+    (RETX_SPURIOUS, "retx_spurious"),
+    (RETX_NETWORK_DUPLICATE, "retx_network_duplicate"),
+    (RETX_UNKNOWN, "retx_unknown"),
+    (TAIL_LOSS, "tail_loss"),
+    (REORDERED, "reordered"),
+];
+
+pub fn names(mask: u32) -> impl Iterator<Item = &'static str> {
+    ALL.iter().filter(move |(bit, _)| mask & bit != 0).map(|(_, n)| *n)
+}
+
+/// The retransmission cause of a tag mask, by name.
+pub fn cause_name(mask: u32) -> Option<&'static str> {
+    [
+        (RETX_RTO, "rto"),
+        (RETX_FAST, "fast_retransmit"),
+        (RETX_TLP, "tlp"),
+        (RETX_SPURIOUS, "spurious"),
+        (RETX_NETWORK_DUPLICATE, "network_duplicate"),
+        (RETX_UNKNOWN, "unknown"),
+    ]
+    .iter()
+    .find(|(bit, _)| mask & bit != 0)
+    .map(|(_, n)| *n)
+}

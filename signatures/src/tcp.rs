@@ -1,0 +1,648 @@
+//! Per-packet TCP analysis: Wireshark's sequence analysis (so our tags mean what
+//! `tcp.analysis.*` means), then our own classification of each retransmission's cause, RTT
+//! samples, and the loss episodes (SYN, SYN-ACK, tail) the flow and events tables report.
+//! Definitions, thresholds and sources: docs/signatures.md.
+
+use std::collections::VecDeque;
+
+use tailscope_parsers::decode::{TcpInfo, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
+
+use crate::rtt::{Estimator, Samples};
+use crate::tags::*;
+
+/// Unacknowledged segments remembered per direction (Wireshark keeps at most 10,000).
+const MAX_UNACKED: usize = 10_000;
+/// Out-of-order threshold when no handshake RTT is known (Wireshark's 3 ms).
+const OOO_DEFAULT_NS: i64 = 3_000_000;
+/// Wireshark calls a retransmission "fast" within 20 ms of the dup ACK that triggered it.
+const FAST_RETX_WINDOW_NS: i64 = 20_000_000;
+/// A retransmission after at least this share of the RTO estimate is timer-driven.
+const RTO_SHARE: f64 = 0.75;
+/// A tail loss probe fires no earlier than about this many smoothed RTTs after the last send.
+const TLP_MIN_SRTTS: f64 = 1.0;
+/// Timestamp values remembered per direction for echo-based RTT samples.
+const MAX_TSVALS: usize = 64;
+/// Holes remembered per direction.
+const MAX_HOLES: usize = 64;
+/// A hole filled within this share of the path's minimum RTT cannot have been filled by a
+/// retransmission (that needs at least a round trip to the sender): it is reordering.
+const REORDER_RTT_SHARE: f64 = 0.5;
+
+fn gt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+fn lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+fn le(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) <= 0
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Unacked {
+    seq: u32,
+    nextseq: u32,
+    ts_ns: i64,
+    /// When the bytes at `seq` were first sent (a retransmission keeps the original's time).
+    first_ts_ns: i64,
+    retransmitted: bool,
+    ip_id: Option<u32>,
+    len: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveryKind {
+    Rto,
+    Fast,
+    Tlp,
+}
+
+/// One direction's sequence state (Wireshark's `tcp_analyze_seq_info`, 0 meaning unset, plus
+/// what the cause classification needs).
+#[derive(Debug, Clone)]
+pub struct DirSeq {
+    nextseq: u32,
+    nextseq_ts: i64,
+    maxseqtobeacked: u32,
+    lastack: u32,
+    lastack_ts: i64,
+    window: u32,
+    dupacknum: i32,
+    lastsegmentflags: u32,
+    segments: VecDeque<Unacked>,
+    /// Highest right edge of the SACK blocks in this direction's latest ACK.
+    sack_high: Option<u32>,
+    last_send_ts: Option<i64>,
+    /// Data this direction sends, acked by the other: its RTO estimate and samples.
+    pub est: Estimator,
+    pub rtt: Samples,
+    recovery: Option<(RecoveryKind, u32)>,
+    tsvals: VecDeque<(u32, i64)>,
+    last_tsval: Option<u32>,
+    /// Sequence ranges skipped by this direction (seen as `lost_segment`), with when the hole
+    /// appeared: a later segment filling one is reordering or a retransmission, by its age.
+    holes: VecDeque<(u32, u32, i64)>,
+    /// When this direction's ACK last advanced: Linux re-arms the sender's RTO there.
+    last_advance_ts: Option<i64>,
+}
+
+impl Default for DirSeq {
+    fn default() -> Self {
+        DirSeq {
+            nextseq: 0,
+            nextseq_ts: 0,
+            maxseqtobeacked: 0,
+            lastack: 0,
+            lastack_ts: 0,
+            window: u32::MAX,
+            dupacknum: 0,
+            lastsegmentflags: 0,
+            segments: VecDeque::new(),
+            sack_high: None,
+            last_send_ts: None,
+            est: Estimator::default(),
+            rtt: Samples::default(),
+            recovery: None,
+            tsvals: VecDeque::new(),
+            last_tsval: None,
+            holes: VecDeque::new(),
+            last_advance_ts: None,
+        }
+    }
+}
+
+/// Per-flow counters the flows table reports.
+#[derive(Debug, Clone, Default)]
+pub struct TcpFlowStats {
+    pub retx_packets: [u64; 2],
+    pub retx_bytes: [u64; 2],
+    pub retx_rto: u64,
+    pub retx_fast: u64,
+    pub retx_tlp: u64,
+    pub retx_spurious: u64,
+    pub retx_network_duplicate: u64,
+    pub retx_unknown: u64,
+    pub out_of_order: [u64; 2],
+    pub reordered: [u64; 2],
+    /// Longest time a hole stayed open before reordering filled it.
+    pub reorder_extent_max_ns: i64,
+    pub lost_segments: [u64; 2],
+    pub dup_acks: [u64; 2],
+    pub zero_windows: [u64; 2],
+    pub tail_losses: u64,
+    pub tail_loss_delay_ns: i64,
+    /// Most transmissions of one segment beyond the first (tcptrace's "max # retrans").
+    pub max_retx_per_segment: u32,
+    pub retx_delays_ns: Samples,
+    pub recovery_ns: i64,
+    pub syn_retx: u32,
+    pub synack_retx: u32,
+    pub syn_loss_delay_ns: i64,
+    pub synack_loss_delay_ns: i64,
+    /// SYN-ACK → the client's handshake ACK, seen at the server (the handshake RTT).
+    pub handshake_rtt_ns: Option<i64>,
+    /// SYN → SYN-ACK (meaningful when the capture is at or near the client).
+    pub syn_synack_ns: Option<i64>,
+}
+
+/// What one packet's analysis produced.
+#[derive(Debug, Clone, Default)]
+pub struct Analysis {
+    pub tags: u32,
+    pub rtt_ns: Option<i64>,
+    /// For a retransmission: time since the bytes were first sent.
+    pub retx_delay_ns: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TcpState {
+    pub dir: [DirSeq; 2],
+    pub stats: TcpFlowStats,
+    first_rtt_ns: i64,
+    mru_syn_ts: Option<i64>,
+    first_syn_ts: Option<i64>,
+    last_syn_ts: Option<i64>,
+    first_synack_ts: Option<i64>,
+    last_synack_ts: Option<i64>,
+    syn_seq: Option<u32>,
+    handshake_done: bool,
+    /// Transmissions of the segment currently being retransmitted (by its start sequence).
+    retx_run: Option<(u32, u32)>,
+    pub vantage: Vantage,
+}
+
+/// Where the capture sits, from the handshake: next to the server, the SYN-ACK follows the SYN
+/// at once and the client's ACK a round trip later; next to the client, the other way round.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Vantage {
+    #[default]
+    Unknown,
+    Server,
+    Client,
+}
+
+impl Vantage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Vantage::Unknown => "unknown",
+            Vantage::Server => "server",
+            Vantage::Client => "client",
+        }
+    }
+    /// Direction index (0 = c2s, 1 = s2c) of the segments sent by the host next to the capture.
+    fn local_dir(self) -> Option<usize> {
+        match self {
+            Vantage::Server => Some(1),
+            Vantage::Client => Some(0),
+            Vantage::Unknown => None,
+        }
+    }
+}
+
+/// `window_shift` is the flow's window scale for the packet's direction, when known.
+pub struct PacketIn<'a> {
+    pub dir: usize,
+    pub ts_ns: i64,
+    pub tcp: &'a TcpInfo,
+    pub seglen: u32,
+    pub ip_id: Option<u32>,
+    pub peer_window_shift: Option<u8>,
+}
+
+impl TcpState {
+    pub fn analyze(&mut self, pk: &PacketIn<'_>) -> Analysis {
+        let t = pk.tcp;
+        let (seq, ack, flags, window, seglen, now) = (t.seq, t.ack, t.flags, u32::from(t.window), pk.seglen, pk.ts_ns);
+        let syn_fin = flags & (TCP_SYN | TCP_FIN) != 0;
+        let sfr = TCP_SYN | TCP_FIN | TCP_RST;
+        let (fwd, rev) = if pk.dir == 0 {
+            let (a, b) = self.dir.split_at_mut(1);
+            (&mut a[0], &mut b[0])
+        } else {
+            let (a, b) = self.dir.split_at_mut(1);
+            (&mut b[0], &mut a[0])
+        };
+        let mut ta = 0u32;
+
+        // --- Wireshark's tcp_analyze_sequence_number, in its order -----------------------
+        if seglen == 1 && seq == fwd.nextseq && rev.window == 0 {
+            ta |= ZERO_WINDOW_PROBE;
+        } else {
+            if window == 0 && flags & sfr == 0 {
+                ta |= ZERO_WINDOW;
+            }
+            if fwd.nextseq != 0 && gt(seq, fwd.nextseq) && flags & TCP_RST == 0 {
+                ta |= LOST_SEGMENT;
+            }
+            if seglen <= 1 && seq == fwd.nextseq.wrapping_sub(1) && flags & sfr == 0 {
+                ta |= KEEP_ALIVE;
+            }
+            let same_seq_ack = seq == fwd.nextseq && ack == fwd.lastack && flags & sfr == 0;
+            if seglen == 0 && window != 0 && window != fwd.window && same_seq_ack {
+                ta |= WINDOW_UPDATE;
+            }
+            if seglen > 0 && flags & sfr == 0 {
+                if let Some(shift) = pk.peer_window_shift {
+                    let edge = rev.lastack.wrapping_add(rev.window.wrapping_shl(u32::from(shift)));
+                    if seq.wrapping_add(seglen) == edge {
+                        ta |= WINDOW_FULL;
+                    }
+                }
+            }
+            // Keep-alive ACK and zero-window-probe ACK end the forward checks (Wireshark's
+            // `goto finished_fwd`), so they are never also duplicate ACKs.
+            if seglen == 0 && window != 0 && window == fwd.window && same_seq_ack && rev.lastsegmentflags & KEEP_ALIVE != 0 {
+                ta |= KEEP_ALIVE_ACK;
+            } else if seglen == 0 && window == 0 && window == fwd.window && same_seq_ack && rev.lastsegmentflags & ZERO_WINDOW_PROBE != 0 {
+                ta |= ZERO_WINDOW_PROBE_ACK;
+            } else if seglen == 0 && window != 0 && window == fwd.window && same_seq_ack {
+                fwd.dupacknum = if fwd.dupacknum == -1 { 1 } else { fwd.dupacknum + 1 };
+                ta |= DUPLICATE_ACK;
+            }
+        }
+        // finished_fwd:
+        if ack != fwd.lastack {
+            fwd.dupacknum = 0;
+        }
+        if rev.maxseqtobeacked != 0 && gt(ack, rev.maxseqtobeacked) && flags & TCP_ACK != 0 {
+            if rev.maxseqtobeacked > rev.nextseq {
+                rev.maxseqtobeacked = rev.nextseq;
+                ta |= ACK_LOST_SEGMENT;
+            } else {
+                if rev.dupacknum == 0 {
+                    ta |= ACK_LOST_SEGMENT;
+                }
+                rev.dupacknum = -1;
+            }
+        }
+        if (seglen > 0 || syn_fin) && ta & KEEP_ALIVE == 0 {
+            let mut not_advanced = fwd.nextseq != 0 && lt(seq, fwd.nextseq);
+            if seglen > 1 && fwd.nextseq.wrapping_sub(1) == seq {
+                not_advanced = false;
+            }
+            if seglen > 0 && rev.lastack != 0 && le(seq.wrapping_add(seglen), rev.lastack) {
+                ta |= SPURIOUS_RETRANSMISSION | RETRANSMISSION;
+            } else {
+                let ooo_thres = if self.first_rtt_ns > 0 { self.first_rtt_ns } else { OOO_DEFAULT_NS };
+                let next_of_this = seq.wrapping_add(seglen).wrapping_add(u32::from(syn_fin));
+                // tshark 4.0 lets a fast retransmission take precedence over out-of-order.
+                if not_advanced && rev.dupacknum >= 2 && rev.lastack == seq && now - rev.lastack_ts < FAST_RETX_WINDOW_NS {
+                    ta |= FAST_RETRANSMISSION | RETRANSMISSION;
+                } else if not_advanced && now - fwd.nextseq_ts < ooo_thres && fwd.nextseq != next_of_this {
+                    ta |= OUT_OF_ORDER;
+                } else if not_advanced {
+                    ta |= RETRANSMISSION;
+                }
+            }
+        }
+
+        // --- our judgement: retransmission or reordering, then the cause -------------------
+        // Wireshark calls any hole-filler seen soon after the highest segment "out of order".
+        // A segment from the host next to the capture cannot be reordered before it, so it is a
+        // retransmission; one from the far side is reordering only if its hole was younger than
+        // a retransmission could be (half the path's minimum RTT), else it was lost upstream.
+        let mut is_retx = ta & RETRANSMISSION != 0;
+        if ta & OUT_OF_ORDER != 0 {
+            let local = self.vantage.local_dir() == Some(pk.dir);
+            let hole_age = take_hole(fwd, seq, seglen, now);
+            let min_rtt = if self.first_rtt_ns > 0 { self.first_rtt_ns } else { OOO_DEFAULT_NS * 2 };
+            let young = hole_age.is_none_or(|age| (age as f64) < REORDER_RTT_SHARE * min_rtt as f64);
+            if local || (self.vantage != Vantage::Unknown && !young) {
+                is_retx = true;
+            } else {
+                ta |= REORDERED;
+                if let Some(age) = hole_age {
+                    self.stats.reorder_extent_max_ns = self.stats.reorder_extent_max_ns.max(age);
+                }
+            }
+        } else if is_retx {
+            take_hole(fwd, seq, seglen, now);
+        }
+        let mut out = Analysis::default();
+        if is_retx {
+            let original = fwd.segments.iter().find(|u| u.seq == seq || (le(u.seq, seq) && lt(seq, u.nextseq))).copied();
+            let first_ts = original.map_or(fwd.last_send_ts.unwrap_or(now), |u| u.first_ts_ns);
+            out.retx_delay_ns = Some(now - first_ts);
+            let cause = classify(fwd, rev, ta, seq, seglen, flags, now, pk.ip_id, original);
+            ta |= cause;
+            // Tail loss: a timer-driven recovery (RTO or TLP) with nothing above the hole acked
+            // or SACKed, so the last segment(s) of the burst were what was lost.
+            if cause & (RETX_RTO | RETX_TLP) != 0 && flags & TCP_SYN == 0 && fwd.recovery.is_none() {
+                let nothing_above = rev.lastack == seq && rev.sack_high.is_none_or(|h| le(h, seq));
+                if nothing_above {
+                    ta |= TAIL_LOSS;
+                    self.stats.tail_losses += 1;
+                    self.stats.tail_loss_delay_ns += now - first_ts;
+                }
+            }
+            let kind = if cause & RETX_RTO != 0 {
+                Some(RecoveryKind::Rto)
+            } else if cause & RETX_FAST != 0 {
+                Some(RecoveryKind::Fast)
+            } else if cause & RETX_TLP != 0 {
+                Some(RecoveryKind::Tlp)
+            } else {
+                None
+            };
+            if let (Some(k), None) = (kind, fwd.recovery) {
+                fwd.recovery = Some((k, fwd.nextseq));
+            }
+            record_retx(&mut self.stats, &mut self.retx_run, pk.dir, seq, seglen, ta, now - first_ts);
+            for u in fwd.segments.iter_mut() {
+                if lt(seq, u.nextseq) && lt(u.seq, seq.wrapping_add(seglen.max(1))) {
+                    u.retransmitted = true;
+                }
+            }
+        }
+        if ta & LOST_SEGMENT != 0 {
+            if fwd.holes.len() >= MAX_HOLES {
+                fwd.holes.pop_front();
+            }
+            fwd.holes.push_back((fwd.nextseq, seq, now));
+        }
+        if flags & TCP_SYN != 0 {
+            self.note_syn(pk.dir, flags, seq, now, &mut ta);
+        }
+
+        // --- finished_checking_retransmission_type: state updates ------------------------
+        let (fwd, rev) = if pk.dir == 0 {
+            let (a, b) = self.dir.split_at_mut(1);
+            (&mut a[0], &mut b[0])
+        } else {
+            let (a, b) = self.dir.split_at_mut(1);
+            (&mut b[0], &mut a[0])
+        };
+        let nextseq = seq.wrapping_add(seglen).wrapping_add(u32::from(syn_fin));
+        if (seglen > 0 || syn_fin) && fwd.segments.len() < MAX_UNACKED {
+            let first_ts = now - out.retx_delay_ns.unwrap_or(0);
+            fwd.segments.push_back(Unacked {
+                seq,
+                nextseq,
+                ts_ns: now,
+                first_ts_ns: first_ts,
+                retransmitted: out.retx_delay_ns.is_some(),
+                ip_id: pk.ip_id,
+                len: seglen,
+            });
+        }
+        if seglen > 0 || syn_fin {
+            fwd.last_send_ts = Some(now);
+        }
+        if (fwd.nextseq == 0 || gt(nextseq, fwd.nextseq)) && ta & ZERO_WINDOW_PROBE == 0 {
+            fwd.nextseq = nextseq;
+            fwd.nextseq_ts = now;
+        }
+        if (fwd.maxseqtobeacked == 0 || seq == fwd.maxseqtobeacked) && ta & ZERO_WINDOW_PROBE == 0 {
+            fwd.maxseqtobeacked = fwd.nextseq;
+        }
+        if flags & TCP_ACK != 0 && (fwd.lastack == 0 || gt(ack, fwd.lastack)) {
+            fwd.last_advance_ts = Some(now);
+        }
+        fwd.window = window;
+        fwd.lastack = ack;
+        fwd.lastack_ts = now;
+        fwd.lastsegmentflags = ta;
+        fwd.sack_high = t.sack_blocks().iter().map(|b| b.1).reduce(|a, b| if gt(b, a) { b } else { a });
+
+        // ACK processing: drop what this acks from the other side's list; an exact match that
+        // was never retransmitted is an RTT sample (Karn).
+        if flags & TCP_ACK != 0 {
+            let mut sample = None;
+            rev.segments.retain_mut(|u| {
+                if ack == u.nextseq {
+                    if !u.retransmitted {
+                        sample = Some(now - u.ts_ns);
+                    }
+                    false
+                } else if gt(ack, u.seq) && le(ack, u.nextseq) {
+                    u.seq = ack;
+                    true
+                } else {
+                    !le(u.nextseq, ack)
+                }
+            });
+            if let Some(r) = sample.filter(|r| *r >= 0) {
+                rev.est.add(r);
+                rev.rtt.add(r);
+                out.rtt_ns = Some(r);
+            }
+            if let Some((_, point)) = rev.recovery {
+                if !lt(ack, point) {
+                    rev.recovery = None;
+                }
+            }
+        }
+        // Timestamp echo (pping): the first packet echoing a TSval the other side sent.
+        if let Some((tsval, tsecr)) = t.ts {
+            if fwd.last_tsval != Some(tsval) {
+                fwd.last_tsval = Some(tsval);
+                if fwd.tsvals.len() >= MAX_TSVALS {
+                    fwd.tsvals.pop_front();
+                }
+                fwd.tsvals.push_back((tsval, now));
+            }
+            if flags & TCP_ACK != 0 && out.rtt_ns.is_none() {
+                if let Some(pos) = rev.tsvals.iter().position(|(v, _)| *v == tsecr) {
+                    let (_, sent) = rev.tsvals[pos];
+                    rev.tsvals.drain(..=pos);
+                    let r = now - sent;
+                    if r >= 0 {
+                        rev.rtt.add(r);
+                        out.rtt_ns = Some(r);
+                    }
+                }
+            }
+        }
+
+        // Wireshark's initial RTT (its out-of-order threshold): the most recent SYN (without
+        // ACK) to the first segment that carries an ACK and no SYN: the whole handshake.
+        if flags & (TCP_SYN | TCP_ACK) == TCP_SYN {
+            self.mru_syn_ts = Some(now);
+        } else if flags & (TCP_SYN | TCP_ACK) == TCP_ACK && self.first_rtt_ns == 0 {
+            if let Some(s) = self.mru_syn_ts {
+                self.first_rtt_ns = (now - s).max(1);
+            }
+        }
+        if !self.handshake_done && flags & (TCP_SYN | TCP_ACK) == TCP_ACK && pk.dir == 0 {
+            if let Some(sa) = self.last_synack_ts {
+                self.handshake_done = true;
+                let synack_ack = now - sa;
+                self.stats.handshake_rtt_ns = Some(synack_ack);
+                if let Some(syn_synack) = self.stats.syn_synack_ns {
+                    self.vantage = if syn_synack * 4 < synack_ack {
+                        Vantage::Server
+                    } else if synack_ack * 4 < syn_synack {
+                        Vantage::Client
+                    } else {
+                        Vantage::Unknown
+                    };
+                }
+            }
+        }
+        self.count(pk.dir, ta);
+        out.tags = ta;
+        out
+    }
+
+    fn note_syn(&mut self, dir: usize, flags: u16, seq: u32, now: i64, ta: &mut u32) {
+        let is_synack = flags & TCP_ACK != 0;
+        if !is_synack && dir == 0 {
+            if self.first_syn_ts.is_some() && self.syn_seq == Some(seq) {
+                *ta |= SYN_RETRANSMISSION;
+                self.stats.syn_retx += 1;
+                // No SYN-ACK sent yet: the server never answered the earlier SYN, so it (or its
+                // answer) was lost after the vantage point. Once a SYN-ACK went out, a repeated
+                // SYN means the client did not get it: that is SYN-ACK loss, counted there.
+                if self.first_synack_ts.is_none() {
+                    self.stats.syn_loss_delay_ns = now - self.first_syn_ts.unwrap_or(now);
+                }
+            } else if self.first_syn_ts.is_none() {
+                self.first_syn_ts = Some(now);
+                self.syn_seq = Some(seq);
+            }
+            self.last_syn_ts = Some(now);
+        } else if is_synack && dir == 1 {
+            if let Some(first) = self.first_synack_ts {
+                *ta |= SYNACK_RETRANSMISSION;
+                self.stats.synack_retx += 1;
+                self.stats.synack_loss_delay_ns = now - first;
+            } else {
+                self.first_synack_ts = Some(now);
+                if let Some(s) = self.last_syn_ts {
+                    self.stats.syn_synack_ns = Some(now - s);
+                }
+            }
+            self.last_synack_ts = Some(now);
+        }
+    }
+
+    /// A repeated SYN after our SYN-ACK went out: the client did not get the SYN-ACK.
+    pub fn synack_loss_seen(&self) -> bool {
+        self.stats.synack_retx > 0
+    }
+
+    fn count(&mut self, dir: usize, ta: u32) {
+        let s = &mut self.stats;
+        if ta & OUT_OF_ORDER != 0 {
+            s.out_of_order[dir] += 1;
+        }
+        if ta & REORDERED != 0 {
+            s.reordered[dir] += 1;
+        }
+        if ta & LOST_SEGMENT != 0 {
+            s.lost_segments[dir] += 1;
+        }
+        if ta & DUPLICATE_ACK != 0 {
+            s.dup_acks[dir] += 1;
+        }
+        if ta & ZERO_WINDOW != 0 {
+            s.zero_windows[dir] += 1;
+        }
+    }
+}
+
+/// Remove the part of a recorded hole that `[seq, seq+len)` fills; the hole's age if it had one.
+fn take_hole(d: &mut DirSeq, seq: u32, len: u32, now: i64) -> Option<i64> {
+    let end = seq.wrapping_add(len.max(1));
+    let i = d.holes.iter().position(|&(a, b, _)| le(a, seq) && lt(seq, b))?;
+    let (a, b, t) = d.holes[i];
+    d.holes.remove(i);
+    if lt(a, seq) {
+        d.holes.insert(i, (a, seq, t));
+    }
+    if lt(end, b) {
+        d.holes.push_back((end, b, t));
+    }
+    Some(now - t)
+}
+
+fn record_retx(s: &mut TcpFlowStats, retx_run: &mut Option<(u32, u32)>, dir: usize, seq: u32, seglen: u32, ta: u32, delay: i64) {
+    if seglen > 0 {
+        s.retx_packets[dir] += 1;
+        s.retx_bytes[dir] += u64::from(seglen);
+    }
+    if ta & RETX_RTO != 0 {
+        s.retx_rto += 1;
+    } else if ta & RETX_FAST != 0 {
+        s.retx_fast += 1;
+    } else if ta & RETX_TLP != 0 {
+        s.retx_tlp += 1;
+    } else if ta & RETX_SPURIOUS != 0 {
+        s.retx_spurious += 1;
+    } else if ta & RETX_NETWORK_DUPLICATE != 0 {
+        s.retx_network_duplicate += 1;
+    } else {
+        s.retx_unknown += 1;
+    }
+    s.retx_delays_ns.add(delay);
+    let run = match *retx_run {
+        Some((start, n)) if start == seq => n + 1,
+        _ => 1,
+    };
+    *retx_run = Some((seq, run));
+    s.max_retx_per_segment = s.max_retx_per_segment.max(run);
+}
+
+
+/// The cause of one retransmission (exactly one RETX_* bit).
+#[allow(clippy::too_many_arguments)]
+fn classify(
+    fwd: &DirSeq,
+    rev: &DirSeq,
+    ta: u32,
+    seq: u32,
+    seglen: u32,
+    flags: u16,
+    now: i64,
+    ip_id: Option<u32>,
+    original: Option<Unacked>,
+) -> u32 {
+    if ta & SPURIOUS_RETRANSMISSION != 0 {
+        return RETX_SPURIOUS;
+    }
+    // The network, not the sender, repeated the packet: same IP ID as the original.
+    if let (Some(id), Some(o)) = (ip_id, original) {
+        if id != 0 && o.ip_id == Some(id) && o.seq == seq && o.len == seglen {
+            return RETX_NETWORK_DUPLICATE;
+        }
+    }
+    if flags & TCP_SYN != 0 {
+        return RETX_RTO; // handshake segments are only ever resent by their timer
+    }
+    if let Some((kind, _)) = fwd.recovery {
+        // Later retransmissions of an episode belong to what started it.
+        return match kind {
+            RecoveryKind::Rto => RETX_RTO,
+            RecoveryKind::Fast => RETX_FAST,
+            RecoveryKind::Tlp => RETX_TLP,
+        };
+    }
+    if ta & FAST_RETRANSMISSION != 0 {
+        return RETX_FAST;
+    }
+    // The sender's retransmission timer restarts at every send and at every ACK that advances.
+    let timer_start = match (fwd.last_send_ts, rev.last_advance_ts) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let gap = timer_start.map_or(i64::MAX, |t| now - t);
+    let dupacks = rev.dupacknum.max(0);
+    let sacked_above = rev.sack_high.is_some_and(|h| gt(h, seq));
+    let at_hole = rev.lastack == seq;
+    if sacked_above || (at_hole && dupacks >= 2) {
+        return RETX_FAST; // dupACK or SACK driven (RFC 5681, RFC 6675, RFC 8985 RACK)
+    }
+    let rto = fwd.est.rto();
+    if gap as f64 >= RTO_SHARE * rto as f64 {
+        return RETX_RTO;
+    }
+    let highest = seq.wrapping_add(seglen) == fwd.nextseq;
+    let srtt = fwd.est.srtt().unwrap_or(0);
+    if highest && dupacks == 0 && !sacked_above && gap as f64 >= TLP_MIN_SRTTS * srtt as f64 {
+        return RETX_TLP;
+    }
+    if at_hole && dupacks >= 1 {
+        return RETX_FAST;
+    }
+    RETX_UNKNOWN
+}

@@ -1,0 +1,3 @@
+-- One row per signature occurrence (schema: docs/schemas.md#events), with the delay it cost.
+CREATE OR REPLACE VIEW events AS
+SELECT * FROM {events};
