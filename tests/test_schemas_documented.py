@@ -23,7 +23,12 @@ def _documented(section: str) -> set[str]:
 
 @pytest.mark.parametrize(
     "section,schema",
-    [("packets", _native.packet_schema()), ("flows", _native.flow_schema()), ("files", files_table([], "").schema)],
+    [
+        ("packets", _native.packet_schema()),
+        ("flows", _native.flow_schema()),
+        ("events", _native.event_schema()),
+        ("files", files_table([], "").schema),
+    ],
 )
 def test_every_column_documented(section, schema):
     documented = _documented(section)
