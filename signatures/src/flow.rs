@@ -461,6 +461,10 @@ impl FlowTracker {
     fn end(&mut self, slot: usize, reason: EndReason) {
         if let Some(mut f) = self.slots[slot].take() {
             self.index.remove(&f.key);
+            let end_ns = f.end_ns;
+            if let Some(t) = f.tcp.as_mut() {
+                t.finish(end_ns);
+            }
             // A flow that closed itself says so even if a timeout or the end of the capture is
             // what finally retired it; an eviction is always reported as one.
             f.end_reason = Some(match reason {

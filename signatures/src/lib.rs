@@ -3,6 +3,7 @@
 
 pub mod community_id;
 pub mod flow;
+pub mod pathology;
 pub mod rtt;
 pub mod session;
 pub mod tables;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use arrow_array::builder::{ListBuilder, StringBuilder, StructBuilder, UInt32Builder};
 use arrow_array::{
-    ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray,
+    ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray,
     UInt16Array, UInt32Array, UInt64Array, UInt8Array,
 };
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
@@ -96,6 +96,8 @@ pub fn flow_schema() -> SchemaRef {
     for (name, ty) in TCP_FLOW_COLUMNS {
         fields.push(Field::new(*name, ty.clone(), true));
     }
+    fields.push(Field::new("rtt_inflight_corr", DataType::Float64, true));
+    fields.push(Field::new("policing_rate_bps", DataType::Float64, true));
     fields.push(Field::new(
         "signatures",
         DataType::List(Arc::new(Field::new("item", DataType::Utf8, false))),
@@ -178,10 +180,14 @@ const TCP_FLOW_COLUMNS: &[(&str, DataType)] = &[
     ("synack_loss_delay_ns", DataType::Int64),
     ("tail_losses", DataType::Int64),
     ("tail_loss_delay_ns", DataType::Int64),
+    ("rtt_inflation_ns", DataType::Int64),
+    ("policing_burst_bytes", DataType::Int64),
+    ("rwnd_limited_ns", DataType::Int64),
+    ("app_limited_ns", DataType::Int64),
 ];
 
 /// The path to the client is what a server-side capture measures: server data acked by the client.
-fn tcp_values(f: &Flow) -> Option<[Option<i64>; 37]> {
+fn tcp_values(f: &Flow) -> Option<[Option<i64>; 41]> {
     let t = f.tcp.as_ref()?;
     let s: &TcpFlowStats = &t.stats;
     let to_client = &t.dir[1].rtt;
@@ -224,6 +230,10 @@ fn tcp_values(f: &Flow) -> Option<[Option<i64>; 37]> {
         Some(s.synack_loss_delay_ns),
         n(s.tail_losses),
         Some(s.tail_loss_delay_ns),
+        t.verdicts.rtt_inflation_ns,
+        t.verdicts.policing_burst_bytes,
+        Some(t.path.rwnd_limited_ns),
+        Some(t.path.app_limited_ns),
     ])
 }
 
@@ -243,6 +253,8 @@ fn flow_signatures(f: &Flow) -> Vec<&'static str> {
         (s.retx_spurious > 0, "spurious_retransmission"),
         (s.reordered[0] + s.reordered[1] > 0, "reordering"),
         (s.zero_windows[0] + s.zero_windows[1] > 0, "zero_window"),
+        (t.verdicts.bufferbloat, "bufferbloat"),
+        (t.verdicts.policed, "policing"),
     ] {
         if hit {
             out.push(name);
@@ -401,10 +413,12 @@ pub fn flows_batch(flows: &[Flow], capture_id: &str, files: &[String], cid_seed:
         columns.push(Arc::new(UInt8Array::from_iter(flows.iter().map(|f| f.dir[d].wscale))));
     }
     columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| f.tcp.as_ref().map(|t| t.vantage.name())))));
-    let tcp: Vec<Option<[Option<i64>; 37]>> = flows.iter().map(tcp_values).collect();
+    let tcp: Vec<Option<[Option<i64>; 41]>> = flows.iter().map(tcp_values).collect();
     for i in 0..TCP_FLOW_COLUMNS.len() {
         columns.push(Arc::new(Int64Array::from_iter(tcp.iter().map(|v| v.and_then(|v| v[i])))));
     }
+    columns.push(Arc::new(Float64Array::from_iter(flows.iter().map(|f| f.tcp.as_ref().and_then(|t| t.verdicts.rtt_inflight_corr)))));
+    columns.push(Arc::new(Float64Array::from_iter(flows.iter().map(|f| f.tcp.as_ref().and_then(|t| t.verdicts.policing_rate_bps)))));
     columns.push(string_lists(flows.iter().map(flow_signatures)));
     columns.push(strs(&|f| files[f.first_file as usize].clone()));
     columns.push(strs(&|f| files[f.last_file as usize].clone()));

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 
 use tailscope_parsers::decode::{TcpInfo, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 
+use crate::pathology::{Pathology, Verdicts};
 use crate::rtt::{Estimator, Samples};
 use crate::tags::*;
 
@@ -48,6 +49,10 @@ struct Unacked {
     retransmitted: bool,
     ip_id: Option<u32>,
     len: u32,
+    /// Bytes in flight just after this segment was sent.
+    bif: u32,
+    /// Its index in the pathology detectors' transmission log (server data only).
+    tx_idx: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,6 +174,9 @@ pub struct TcpState {
     /// Transmissions of the segment currently being retransmitted (by its start sequence).
     retx_run: Option<(u32, u32)>,
     pub vantage: Vantage,
+    pub path: Pathology,
+    pub verdicts: Verdicts,
+    server_mss: u32,
 }
 
 /// Where the capture sits, from the handshake: next to the server, the SYN-ACK follows the SYN
@@ -348,6 +356,13 @@ impl TcpState {
                 fwd.recovery = Some((k, fwd.nextseq));
             }
             record_retx(&mut self.stats, &mut self.retx_run, pk.dir, seq, seglen, ta, now - first_ts);
+            if pk.dir == 1 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
+                // The latest transmission of these bytes is the one that was lost.
+                let latest = fwd.segments.iter().rev().find(|u| le(u.seq, seq) && lt(seq, u.nextseq));
+                if let Some(idx) = latest.and_then(|u| u.tx_idx) {
+                    self.path.lost(idx);
+                }
+            }
             for u in fwd.segments.iter_mut() {
                 if lt(seq, u.nextseq) && lt(u.seq, seq.wrapping_add(seglen.max(1))) {
                     u.retransmitted = true;
@@ -373,9 +388,29 @@ impl TcpState {
             (&mut b[0], &mut a[0])
         };
         let nextseq = seq.wrapping_add(seglen).wrapping_add(u32::from(syn_fin));
+        let highest = if fwd.nextseq == 0 || gt(nextseq, fwd.nextseq) { nextseq } else { fwd.nextseq };
+        let bif = if rev.lastack != 0 { highest.wrapping_sub(rev.lastack) } else { 0 };
+        let bif = if bif > 1 << 30 { 0 } else { bif };
+        let mut tx_idx = None;
+        if pk.dir == 1 && seglen > 0 {
+            // The server's sending direction feeds the flow-level detectors.
+            if out.retx_delay_ns.is_none() {
+                let min_rtt = fwd.rtt.min.unwrap_or(self.first_rtt_ns);
+                self.path.resumed(now, min_rtt);
+            }
+            // Every transmission, retransmissions included, spends a policer's tokens.
+            tx_idx = self.path.sent(now, seglen);
+            self.server_mss = self.server_mss.max(seglen);
+            let rwnd = pk.peer_window_shift.map(|s| u64::from(rev.window) << s);
+            self.path.window_state(now, bif, rwnd, self.server_mss);
+        } else if pk.dir == 0 && seglen > 0 {
+            self.path.request();
+        }
         if (seglen > 0 || syn_fin) && fwd.segments.len() < MAX_UNACKED {
             let first_ts = now - out.retx_delay_ns.unwrap_or(0);
             fwd.segments.push_back(Unacked {
+                bif,
+                tx_idx,
                 seq,
                 nextseq,
                 ts_ns: now,
@@ -411,7 +446,7 @@ impl TcpState {
             rev.segments.retain_mut(|u| {
                 if ack == u.nextseq {
                     if !u.retransmitted {
-                        sample = Some(now - u.ts_ns);
+                        sample = Some((now - u.ts_ns, u.bif));
                     }
                     false
                 } else if gt(ack, u.seq) && le(ack, u.nextseq) {
@@ -421,10 +456,16 @@ impl TcpState {
                     !le(u.nextseq, ack)
                 }
             });
-            if let Some(r) = sample.filter(|r| *r >= 0) {
+            if let Some((r, bif)) = sample.filter(|s| s.0 >= 0) {
                 rev.est.add(r);
                 rev.rtt.add(r);
                 out.rtt_ns = Some(r);
+                if pk.dir == 0 {
+                    self.path.rtt(r, bif);
+                }
+            }
+            if pk.dir == 0 && ack == rev.nextseq && rev.nextseq != 0 {
+                self.path.drained(now);
             }
             if let Some((_, point)) = rev.recovery {
                 if !lt(ack, point) {
@@ -516,9 +557,12 @@ impl TcpState {
         }
     }
 
-    /// A repeated SYN after our SYN-ACK went out: the client did not get the SYN-ACK.
-    pub fn synack_loss_seen(&self) -> bool {
-        self.stats.synack_retx > 0
+    /// Run the flow-level detectors; called once when the flow ends.
+    pub fn finish(&mut self, end_ns: i64) {
+        let to_client = &self.dir[1].rtt;
+        let min_rtt = to_client.min.or((self.first_rtt_ns > 0).then_some(self.first_rtt_ns));
+        let p = |q: f64| to_client.percentile(q);
+        self.verdicts = self.path.finish(end_ns, min_rtt, &p);
     }
 
     fn count(&mut self, dir: usize, ta: u32) {

@@ -1,0 +1,333 @@
+//! Flow-level detectors over the server's sending direction: bufferbloat (RTT inflating with
+//! bytes in flight), traffic policing (Flach et al., SIGCOMM 2016), receiver-window-limited and
+//! application-limited time. Fed per packet by `tcp.rs`, decided once when the flow ends.
+//! Rules and thresholds: docs/signatures.md.
+
+/// Transmissions remembered for the policing fit; a longer flow keeps its first ones (policers
+/// act early: the burst runs out within the first seconds).
+const MAX_TX: usize = 20_000;
+const MAX_PAIRS: usize = 8_192;
+
+/// Bufferbloat: p95 RTT ≥ 1.3 × p10 RTT, at least 20 ms more, and RTT rising with bytes in flight.
+const BLOAT_RATIO: f64 = 1.3;
+const BLOAT_EXCESS_NS: i64 = 20_000_000;
+const BLOAT_MIN_CORR: f64 = 0.6;
+/// ... or a standing queue: median RTT ≥ 1.5 × the path's minimum (and 20 ms more).
+const BLOAT_STANDING_RATIO: f64 = 1.5;
+const BLOAT_MIN_SAMPLES: usize = 10;
+
+/// Policing: enough losses, losses where the token bucket would be empty, passes where it would
+/// not, and no queue building up before losses (a policer drops, a queue delays).
+const POLICE_MIN_LOSSES: usize = 5;
+const POLICE_MIN_LOSS_EMPTY: f64 = 0.75;
+const POLICE_MAX_PASS_EMPTY: f64 = 0.20;
+const POLICE_MAX_RTT_INFLATION: f64 = 1.3;
+/// ... and the sender pushing clearly more than gets through (random loss takes a few percent).
+const POLICE_MIN_LOSS_RATE: f64 = 0.05;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Tx {
+    pub ts_ns: i64,
+    pub len: u32,
+    pub lost: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Pathology {
+    pub tx: Vec<Tx>,
+    /// (RTT, bytes in flight when the sampled segment was sent).
+    pairs: Vec<(i64, u32)>,
+    pair_stride: u32,
+    pair_seen: u64,
+    pub rwnd_limited_ns: i64,
+    pub app_limited_ns: i64,
+    rwnd_limited_since: Option<i64>,
+    /// The server had nothing in flight since this time, and no request arrived since.
+    idle_since: Option<i64>,
+}
+
+/// What the detectors concluded for one flow.
+#[derive(Debug, Clone, Default)]
+pub struct Verdicts {
+    pub bufferbloat: bool,
+    pub rtt_inflation_ns: Option<i64>,
+    pub rtt_inflight_corr: Option<f64>,
+    pub policed: bool,
+    pub policing_rate_bps: Option<f64>,
+    pub policing_burst_bytes: Option<i64>,
+}
+
+impl Pathology {
+    /// An original (not retransmitted) data segment sent by the server; returns its index.
+    pub fn sent(&mut self, ts_ns: i64, len: u32) -> Option<u32> {
+        if self.tx.len() >= MAX_TX {
+            return None;
+        }
+        self.tx.push(Tx { ts_ns, len, lost: false });
+        Some((self.tx.len() - 1) as u32)
+    }
+
+    pub fn lost(&mut self, idx: u32) {
+        if let Some(t) = self.tx.get_mut(idx as usize) {
+            t.lost = true;
+        }
+    }
+
+    pub fn rtt(&mut self, rtt_ns: i64, bif: u32) {
+        let stride = u64::from(self.pair_stride.max(1));
+        if self.pair_seen % stride == 0 {
+            self.pairs.push((rtt_ns, bif));
+            if self.pairs.len() >= MAX_PAIRS {
+                let mut i = 0;
+                self.pairs.retain(|_| {
+                    i += 1;
+                    i % 2 == 1
+                });
+                self.pair_stride = self.pair_stride.max(1) * 2;
+            }
+        }
+        self.pair_seen += 1;
+    }
+
+    /// Window state after a server send: limited when in-flight data leaves less than one
+    /// segment of the client's advertised window.
+    pub fn window_state(&mut self, now: i64, bif: u32, rwnd: Option<u64>, mss: u32) {
+        let limited = rwnd.is_some_and(|w| u64::from(bif) + u64::from(mss.max(1)) > w);
+        match (limited, self.rwnd_limited_since) {
+            (true, None) => self.rwnd_limited_since = Some(now),
+            (false, Some(since)) => {
+                self.rwnd_limited_ns += now - since;
+                self.rwnd_limited_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// Everything the server sent is acknowledged: it may be waiting for its application.
+    pub fn drained(&mut self, now: i64) {
+        self.idle_since.get_or_insert(now);
+    }
+
+    /// A client request (data) arrived: a pause after this is the client's, not the server's.
+    pub fn request(&mut self) {
+        self.idle_since = None;
+    }
+
+    /// The server sends data again; `min_rtt` separates a real pause from ACK clocking.
+    pub fn resumed(&mut self, now: i64, min_rtt: i64) {
+        if let Some(since) = self.idle_since.take() {
+            if now - since > min_rtt.max(1) {
+                self.app_limited_ns += now - since;
+            }
+        }
+    }
+
+    pub fn finish(&mut self, end_ns: i64, min_rtt: Option<i64>, rtt_p: &dyn Fn(f64) -> Option<i64>) -> Verdicts {
+        if let Some(since) = self.rwnd_limited_since.take() {
+            self.rwnd_limited_ns += end_ns - since;
+        }
+        let mut v = Verdicts::default();
+        self.bufferbloat(&mut v, min_rtt, rtt_p);
+        self.policing(&mut v, min_rtt, rtt_p);
+        v
+    }
+
+    fn bufferbloat(&self, v: &mut Verdicts, min_rtt: Option<i64>, rtt_p: &dyn Fn(f64) -> Option<i64>) {
+        // Standing queue (filled by us or by others): the median RTT stays well above the
+        // path's minimum.
+        let standing = match (min_rtt, rtt_p(50.0)) {
+            (Some(m), Some(p50)) => m > 0 && p50 as f64 >= BLOAT_STANDING_RATIO * m as f64 && p50 - m >= BLOAT_EXCESS_NS,
+            _ => false,
+        };
+        // Self-inflicted: the RTT spreads and rises with our own bytes in flight.
+        let mut self_inflicted = false;
+        if self.pairs.len() >= BLOAT_MIN_SAMPLES {
+            let mut rtts: Vec<i64> = self.pairs.iter().map(|p| p.0).collect();
+            rtts.sort_unstable();
+            let pct = |p: f64| rtts[(((p / 100.0) * rtts.len() as f64).ceil() as usize).clamp(1, rtts.len()) - 1];
+            let (p10, p95) = (pct(10.0), pct(95.0));
+            v.rtt_inflation_ns = Some(p95 - p10);
+            let corr = spearman(&self.pairs);
+            v.rtt_inflight_corr = corr;
+            self_inflicted = p10 > 0
+                && p95 as f64 >= BLOAT_RATIO * p10 as f64
+                && p95 - p10 >= BLOAT_EXCESS_NS
+                && corr.is_some_and(|c| c >= BLOAT_MIN_CORR);
+        }
+        v.bufferbloat = self_inflicted || standing;
+    }
+
+    fn policing(&self, v: &mut Verdicts, min_rtt: Option<i64>, rtt_p: &dyn Fn(f64) -> Option<i64>) {
+        let losses: Vec<usize> = self.tx.iter().enumerate().filter(|(_, t)| t.lost).map(|(i, _)| i).collect();
+        if losses.len() < POLICE_MIN_LOSSES {
+            return;
+        }
+        let (first, last) = (losses[0], *losses.last().unwrap());
+        let span = self.tx[last].ts_ns - self.tx[first].ts_ns;
+        if span <= 0 {
+            return;
+        }
+        // The policer's rate: what got through between the first and the last loss is a floor
+        // (recovery pauses lower the goodput); search upwards for the rate whose token bucket
+        // best explains which packets were dropped and which passed.
+        let passed: u64 = self.tx[first..=last].iter().filter(|t| !t.lost).map(|t| u64::from(t.len)).sum();
+        let goodput = passed as f64 / (span as f64 / 1e9); // bytes per second
+        if goodput <= 0.0 {
+            return;
+        }
+        let mut best: Option<(f64, f64, f64, f64, f64)> = None; // score, rate, loss_share, pass_share, loss_rate
+        for step in 0..=20 {
+            let rate = goodput * (1.0 + 0.05 * f64::from(step));
+            let (loss_share, pass_share, loss_rate) = replay(&self.tx[first..=last], rate);
+            let score = loss_share - pass_share;
+            if best.is_none_or(|b| score > b.0) {
+                best = Some((score, rate, loss_share, pass_share, loss_rate));
+            }
+        }
+        let Some((_, rate, loss_share, pass_share, loss_rate)) = best else { return };
+        // Burst: how far the sender got ahead of the rate before the first loss.
+        let t0 = self.tx[0].ts_ns;
+        let mut sent = 0.0f64;
+        let mut burst = 0.0f64;
+        for t in &self.tx[..first] {
+            sent += f64::from(t.len);
+            burst = burst.max(sent - rate * ((t.ts_ns - t0) as f64 / 1e9));
+        }
+        // A policer drops without queueing: the RTT stays near its minimum.
+        let no_queue = match (min_rtt, rtt_p(50.0)) {
+            (Some(m), Some(p50)) if m > 0 => (p50 as f64) <= POLICE_MAX_RTT_INFLATION * m as f64 + 10e6,
+            _ => true,
+        };
+        v.policed = loss_share >= POLICE_MIN_LOSS_EMPTY
+            && pass_share <= POLICE_MAX_PASS_EMPTY
+            && loss_rate >= POLICE_MIN_LOSS_RATE
+            && no_queue;
+        if v.policed {
+            v.policing_rate_bps = Some(rate * 8.0);
+            v.policing_burst_bytes = Some(burst as i64);
+        }
+    }
+}
+
+/// Replay a token bucket, empty at the first loss, filling at `rate` bytes/s: the share of
+/// losses that met an empty bucket, the share of passes that found it deeply in debt, and the
+/// loss rate.
+fn replay(tx: &[Tx], rate: f64) -> (f64, f64, f64) {
+    let (mut tokens, mut t_prev) = (0.0f64, tx[0].ts_ns);
+    let (mut loss_empty, mut n_loss, mut pass_empty, mut n_pass) = (0usize, 0usize, 0usize, 0usize);
+    for t in tx {
+        tokens += rate * ((t.ts_ns - t_prev) as f64 / 1e9);
+        t_prev = t.ts_ns;
+        let len = f64::from(t.len);
+        if t.lost {
+            n_loss += 1;
+            if tokens < len {
+                loss_empty += 1;
+            }
+        } else {
+            n_pass += 1;
+            if tokens < -2.0 * len {
+                pass_empty += 1;
+            }
+            tokens -= len;
+        }
+    }
+    (
+        loss_empty as f64 / n_loss.max(1) as f64,
+        pass_empty as f64 / n_pass.max(1) as f64,
+        n_loss as f64 / (n_loss + n_pass).max(1) as f64,
+    )
+}
+
+/// Spearman rank correlation of RTT with bytes in flight.
+fn spearman(pairs: &[(i64, u32)]) -> Option<f64> {
+    let n = pairs.len();
+    if n < 3 {
+        return None;
+    }
+    let ranks = |vals: Vec<f64>| -> Vec<f64> {
+        let mut idx: Vec<usize> = (0..n).collect();
+        idx.sort_by(|&a, &b| vals[a].partial_cmp(&vals[b]).unwrap());
+        let mut r = vec![0.0; n];
+        let mut i = 0;
+        while i < n {
+            let mut j = i;
+            while j + 1 < n && vals[idx[j + 1]] == vals[idx[i]] {
+                j += 1;
+            }
+            let avg = (i + j) as f64 / 2.0;
+            for k in i..=j {
+                r[idx[k]] = avg;
+            }
+            i = j + 1;
+        }
+        r
+    };
+    let a = ranks(pairs.iter().map(|p| p.0 as f64).collect());
+    let b = ranks(pairs.iter().map(|p| f64::from(p.1)).collect());
+    let mean = (n as f64 - 1.0) / 2.0;
+    let (mut num, mut da, mut db) = (0.0, 0.0, 0.0);
+    for i in 0..n {
+        num += (a[i] - mean) * (b[i] - mean);
+        da += (a[i] - mean).powi(2);
+        db += (b[i] - mean).powi(2);
+    }
+    if da == 0.0 || db == 0.0 {
+        return None;
+    }
+    Some(num / (da * db).sqrt())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_bucket_losses_are_policing() {
+        let mut p = Pathology::default();
+        // 1500-byte packets every 1 ms (12 Mbit/s) through a 4 Mbit/s policer: after a burst,
+        // two of every three are dropped.
+        for i in 0..600i64 {
+            let idx = p.sent(i * 1_000_000, 1500).unwrap();
+            if i >= 50 && i % 3 != 0 {
+                p.lost(idx);
+            }
+        }
+        let v = p.finish(600_000_000, Some(20_000_000), &|_| Some(21_000_000));
+        assert!(v.policed, "{v:?}");
+        let rate = v.policing_rate_bps.unwrap();
+        assert!((3.5e6..4.5e6).contains(&rate), "{rate}");
+    }
+
+    #[test]
+    fn random_loss_is_not_policing() {
+        let mut p = Pathology::default();
+        let mut x: u64 = 7;
+        for i in 0..600i64 {
+            let idx = p.sent(i * 1_000_000, 1500).unwrap();
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            if (x >> 33) % 100 < 3 {
+                p.lost(idx);
+            }
+        }
+        let v = p.finish(600_000_000, Some(20_000_000), &|_| Some(21_000_000));
+        assert!(!v.policed, "{v:?}");
+    }
+
+    #[test]
+    fn rtt_growing_with_inflight_is_bufferbloat() {
+        let mut p = Pathology::default();
+        for i in 0..200u32 {
+            p.rtt(20_000_000 + i64::from(i) * 500_000, i * 1448);
+        }
+        let v = p.finish(0, Some(20_000_000), &|_| Some(21_000_000));
+        assert!(v.bufferbloat, "{v:?}");
+        let standing = Pathology::default().finish(0, Some(20_000_000), &|_| Some(90_000_000));
+        assert!(standing.bufferbloat);
+        let mut q = Pathology::default();
+        for i in 0..200u32 {
+            q.rtt(20_000_000 + i64::from(i % 7) * 100_000, i * 1448);
+        }
+        assert!(!q.finish(0, Some(20_000_000), &|_| Some(21_000_000)).bufferbloat);
+    }
+}
