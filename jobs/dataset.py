@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-TABLES_BY_DATE = {"packets": "ts", "flows": "start", "events": "ts"}
+TABLES_BY_DATE = {"packets": "ts", "flows": "start", "events": "ts", "queries": "start"}
 UNPARTITIONED = ("files",)
 PARQUET_OPTIONS = dict(compression="zstd", use_dictionary=True, write_statistics=True)
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from tailscope import _native
 
-TABLES = ("packets", "flows", "events", "files")
+TABLES = ("packets", "flows", "queries", "events", "files")
 DB_NAME = "tailscope.duckdb"
 
 
@@ -42,6 +42,8 @@ def _empty_schema(table: str) -> pa.Schema:
         return _native.flow_schema()
     if table == "events":
         return _native.event_schema()
+    if table == "queries":
+        return _native.query_schema()
     from tailscope.jobs.local import files_table
 
     return files_table([], "").schema

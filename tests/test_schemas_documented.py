@@ -27,6 +27,7 @@ def _documented(section: str) -> set[str]:
         ("packets", _native.packet_schema()),
         ("flows", _native.flow_schema()),
         ("events", _native.event_schema()),
+        ("queries", _native.query_schema()),
         ("files", files_table([], "").schema),
     ],
 )

@@ -14,7 +14,7 @@ use pyo3::types::{PyDict, PyList};
 use tailscope_parsers::capture::{CaptureError, CaptureErrorKind, CaptureReader};
 use tailscope_parsers::SkipReason;
 use tailscope_signatures::flow::FlowConfig;
-use tailscope_signatures::session::{FileCursor, FileStats, Session, SessionConfig};
+use tailscope_signatures::session::{Drained, FileCursor, FileStats, Session, SessionConfig};
 use tailscope_signatures::tables;
 
 pyo3::create_exception!(_native, CaptureFileError, PyValueError, "A capture file could not be read.");
@@ -142,7 +142,7 @@ impl PySession {
                 session.drain(false)
             }))
         });
-        let (packets, flows, events) = match outcome {
+        let drained = match outcome {
             Ok(out) => out,
             Err(panic) => {
                 // A bug of ours must not take the whole run down: the file is reported as failed
@@ -155,26 +155,25 @@ impl PySession {
                 cur.done = true;
                 drop(guard);
                 cursor.internal_error = Some(format!("internal error while decoding: {msg}"));
-                (None, None, None)
+                Drained::default()
             }
         };
-        output_list(py, [("packets", packets), ("flows", flows), ("events", events)])
+        output_list(py, drained.into_tables())
     }
 
     /// End every flow and return all remaining output.
     fn finish(&mut self, py: Python<'_>) -> PyResult<Py<PyList>> {
         let session = &mut self.inner;
-        let (packets, flows, events) = py.detach(|| {
+        let drained = py.detach(|| {
             session.finish();
             session.drain(true)
         });
-        output_list(py, [("packets", packets), ("flows", flows), ("events", events)])
+        output_list(py, drained.into_tables())
     }
 
     /// Flush a partial packet batch (e.g. at the end of a file).
     fn flush(&mut self, py: Python<'_>) -> PyResult<Py<PyList>> {
-        let (packets, flows, events) = self.inner.drain(true);
-        output_list(py, [("packets", packets), ("flows", flows), ("events", events)])
+        output_list(py, self.inner.drain(true).into_tables())
     }
 
     fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -266,6 +265,11 @@ fn flow_schema(py: Python<'_>) -> PyResult<Py<PyAny>> {
 }
 
 #[pyfunction]
+fn query_schema(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    Ok(tables::query_schema().as_ref().to_pyarrow(py)?.into())
+}
+
+#[pyfunction]
 fn event_schema(py: Python<'_>) -> PyResult<Py<PyAny>> {
     Ok(tables::event_schema().as_ref().to_pyarrow(py)?.into())
 }
@@ -291,6 +295,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(flow_schema, m)?)?;
     m.add_function(wrap_pyfunction!(skip_reasons, m)?)?;
     m.add_function(wrap_pyfunction!(event_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(query_schema, m)?)?;
     m.add_function(wrap_pyfunction!(tag_names, m)?)?;
     m.add("CaptureFileError", m.py().get_type::<CaptureFileError>())?;
     m.add("SCHEMA_VERSION", tables::SCHEMA_VERSION)?;

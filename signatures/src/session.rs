@@ -10,7 +10,7 @@ use tailscope_parsers::decode::{decode_frame, Packet, TCP_ACK, TCP_SYN};
 use tailscope_parsers::SkipCounts;
 
 use crate::flow::{Direction, FlowConfig, FlowTracker};
-use crate::tables::{events_batch, flows_batch, packets_batch, EventRow, PacketRow};
+use crate::tables::{events_batch, flows_batch, packets_batch, queries_batch, EventRow, PacketRow};
 use crate::tags;
 use crate::tcp::PacketIn;
 
@@ -56,6 +56,21 @@ pub struct FileCursor {
 impl FileCursor {
     pub fn offset(&self) -> u64 {
         self.reader.offset()
+    }
+}
+
+/// Output ready to be written, by table.
+#[derive(Default)]
+pub struct Drained {
+    pub packets: Option<RecordBatch>,
+    pub flows: Option<RecordBatch>,
+    pub events: Option<RecordBatch>,
+    pub queries: Option<RecordBatch>,
+}
+
+impl Drained {
+    pub fn into_tables(self) -> [(&'static str, Option<RecordBatch>); 4] {
+        [("packets", self.packets), ("flows", self.flows), ("events", self.events), ("queries", self.queries)]
     }
 }
 
@@ -235,7 +250,7 @@ impl Session {
     }
 
     /// Ready output: the packet batch if full (or `force`), and the flows that have ended.
-    pub fn drain(&mut self, force: bool) -> (Option<RecordBatch>, Option<RecordBatch>, Option<RecordBatch>) {
+    pub fn drain(&mut self, force: bool) -> Drained {
         let packets = if !self.rows.is_empty() && (force || self.rows.len() >= self.config.batch_rows) {
             let b = packets_batch(&self.rows, &self.capture_id, &self.files);
             self.rows.clear();
@@ -243,14 +258,15 @@ impl Session {
         } else {
             None
         };
-        let flows = if !self.tracker.finished.is_empty()
+        let (flows, queries) = if !self.tracker.finished.is_empty()
             && (force || self.tracker.finished.len() >= self.config.batch_rows / 4)
         {
             let b = flows_batch(&self.tracker.finished, &self.capture_id, &self.files, self.config.flow.community_id_seed);
+            let q = queries_batch(&self.tracker.finished, &self.capture_id);
             self.tracker.finished.clear();
-            Some(b)
+            (Some(b), q)
         } else {
-            None
+            (None, None)
         };
         let events = if !self.events.is_empty() && (force || self.events.len() >= self.config.batch_rows) {
             let b = events_batch(&self.events, &self.capture_id, &self.files);
@@ -259,7 +275,7 @@ impl Session {
         } else {
             None
         };
-        (packets, flows, events)
+        Drained { packets, flows, events, queries }
     }
 
     /// End every flow; call once after the last file.

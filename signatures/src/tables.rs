@@ -425,3 +425,98 @@ pub fn flows_batch(flows: &[Flow], capture_id: &str, files: &[String], cid_seed:
     columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| opt_str(f.encap)))));
     RecordBatch::try_new(flow_schema(), columns).expect("flow columns match the schema")
 }
+
+pub fn query_schema() -> SchemaRef {
+    let delay_item = Field::new(
+        "item",
+        DataType::Struct(Fields::from(vec![
+            Field::new("signature", DataType::Utf8, false),
+            Field::new("delay_ns", DataType::Int64, false),
+        ])),
+        false,
+    );
+    Arc::new(Schema::new(vec![
+        Field::new("capture_id", DataType::Utf8, false),
+        Field::new("flow_id", DataType::Int64, false),
+        Field::new("query_index", DataType::UInt32, false),
+        Field::new("start", ts_type(), false),
+        Field::new("first_byte", ts_type(), true),
+        Field::new("last_byte", ts_type(), true),
+        Field::new("end", ts_type(), false),
+        Field::new("latency_ns", DataType::Int64, false),
+        Field::new("ttfb_ns", DataType::Int64, true),
+        Field::new("request_bytes", DataType::UInt64, false),
+        Field::new("response_bytes", DataType::UInt64, false),
+        Field::new("request_packets", DataType::UInt64, false),
+        Field::new("response_packets", DataType::UInt64, false),
+        Field::new("complete", DataType::Boolean, false),
+        Field::new("setup_ns", DataType::Int64, true),
+        Field::new("retransmissions", DataType::UInt64, false),
+        Field::new("signatures", DataType::List(Arc::new(Field::new("item", DataType::Utf8, false))), false),
+        Field::new("delays", DataType::List(Arc::new(delay_item)), false),
+        Field::new("attributed_delay_ns", DataType::Int64, false),
+    ]))
+}
+
+/// Queries of the flows that ended, in flow then query order.
+pub fn queries_batch(flows: &[Flow], capture_id: &str) -> Option<RecordBatch> {
+    let qs: Vec<(i64, &crate::queries::Query)> = flows
+        .iter()
+        .filter_map(|f| f.tcp.as_ref().map(|t| (f.flow_id, &t.queries.done)))
+        .flat_map(|(id, done)| done.iter().map(move |q| (id, q)))
+        .collect();
+    if qs.is_empty() {
+        return None;
+    }
+    let n = qs.len();
+    let ts = |v: Vec<Option<i64>>| -> ArrayRef { Arc::new(TimestampNanosecondArray::from_iter(v).with_timezone("UTC")) };
+    let mut delays = ListBuilder::new(StructBuilder::from_fields(
+        Fields::from(vec![Field::new("signature", DataType::Utf8, false), Field::new("delay_ns", DataType::Int64, false)]),
+        n,
+    ))
+    .with_field(Arc::new(Field::new(
+        "item",
+        DataType::Struct(Fields::from(vec![
+            Field::new("signature", DataType::Utf8, false),
+            Field::new("delay_ns", DataType::Int64, false),
+        ])),
+        false,
+    )));
+    for (_, q) in &qs {
+        let values = delays.values();
+        for (sig, d) in &q.charges.items {
+            values.field_builder::<StringBuilder>(0).unwrap().append_value(sig);
+            values.field_builder::<arrow_array::builder::Int64Builder>(1).unwrap().append_value(*d);
+            values.append(true);
+        }
+        delays.append(true);
+    }
+    let sigs = |q: &crate::queries::Query| -> Vec<&str> {
+        let mut v: Vec<&str> = q.charges.items.iter().map(|(s, _)| *s).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(capture_id, n))),
+        Arc::new(Int64Array::from_iter_values(qs.iter().map(|(id, _)| *id))),
+        Arc::new(UInt32Array::from_iter_values(qs.iter().map(|(_, q)| q.index))),
+        ts(qs.iter().map(|(_, q)| Some(q.start_ns)).collect()),
+        ts(qs.iter().map(|(_, q)| q.first_byte_ns).collect()),
+        ts(qs.iter().map(|(_, q)| q.last_byte_ns).collect()),
+        ts(qs.iter().map(|(_, q)| Some(q.end_ns())).collect()),
+        Arc::new(Int64Array::from_iter_values(qs.iter().map(|(_, q)| q.end_ns() - q.start_ns))),
+        Arc::new(Int64Array::from_iter(qs.iter().map(|(_, q)| q.first_byte_ns.map(|t| t - q.start_ns)))),
+        Arc::new(UInt64Array::from_iter_values(qs.iter().map(|(_, q)| q.request_bytes))),
+        Arc::new(UInt64Array::from_iter_values(qs.iter().map(|(_, q)| q.response_bytes))),
+        Arc::new(UInt64Array::from_iter_values(qs.iter().map(|(_, q)| q.request_packets))),
+        Arc::new(UInt64Array::from_iter_values(qs.iter().map(|(_, q)| q.response_packets))),
+        Arc::new(BooleanArray::from_iter(qs.iter().map(|(_, q)| Some(q.complete())))),
+        Arc::new(Int64Array::from_iter(qs.iter().map(|(_, q)| q.setup_ns))),
+        Arc::new(UInt64Array::from_iter_values(qs.iter().map(|(_, q)| q.retransmissions))),
+        string_lists(qs.iter().map(|(_, q)| sigs(q))),
+        Arc::new(delays.finish()),
+        Arc::new(Int64Array::from_iter_values(qs.iter().map(|(_, q)| q.charges.items.iter().map(|(_, d)| d).sum::<i64>()))),
+    ];
+    Some(RecordBatch::try_new(query_schema(), columns).expect("query columns match the schema"))
+}

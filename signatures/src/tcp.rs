@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use tailscope_parsers::decode::{TcpInfo, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 
 use crate::pathology::{Pathology, Verdicts};
+use crate::queries::{QueryTracker, Seen};
 use crate::rtt::{Estimator, Samples};
 use crate::tags::*;
 
@@ -176,6 +177,7 @@ pub struct TcpState {
     pub vantage: Vantage,
     pub path: Pathology,
     pub verdicts: Verdicts,
+    pub queries: QueryTracker,
     server_mss: u32,
 }
 
@@ -521,6 +523,20 @@ impl TcpState {
             }
         }
         self.count(pk.dir, ta);
+        if flags & (TCP_SYN | TCP_ACK) == TCP_SYN && pk.dir == 0 {
+            self.queries.syn(now);
+        }
+        let new_data = if out.retx_delay_ns.is_none() && ta & (KEEP_ALIVE | ZERO_WINDOW_PROBE) == 0 { seglen } else { 0 };
+        self.queries.observe(&Seen {
+            c2s: pk.dir == 0,
+            ts_ns: now,
+            new_data,
+            ack: (flags & TCP_ACK != 0).then_some(ack),
+            server_next_seq: self.dir[1].nextseq,
+            tags: ta,
+            retx_delay_ns: out.retx_delay_ns,
+            synack: pk.dir == 1 && flags & (TCP_SYN | TCP_ACK) == TCP_SYN | TCP_ACK,
+        });
         out.tags = ta;
         out
     }
@@ -563,6 +579,7 @@ impl TcpState {
         let min_rtt = to_client.min.or((self.first_rtt_ns > 0).then_some(self.first_rtt_ns));
         let p = |q: f64| to_client.percentile(q);
         self.verdicts = self.path.finish(end_ns, min_rtt, &p);
+        self.queries.close();
     }
 
     fn count(&mut self, dir: usize, ta: u32) {
