@@ -43,8 +43,11 @@ class Resolved:
 
 
 def _sidecar(path: Path) -> dict | None:
-    """The edge agent writes <capture>.manifest.json beside each finished capture."""
-    candidate = path.with_name(path.name + ".manifest.json")
+    """The edge agent lands <stem>.manifest.json beside each finished <stem>.pcap.gz (see
+    capture/README.md); its capture_id chains the rotated files of one capture."""
+    from tailscope.capture.manifest import stem_of
+
+    candidate = path.with_name(stem_of(path.name) + ".manifest.json")
     if not candidate.is_file():
         return None
     try:

@@ -1,0 +1,299 @@
+"""Agent configuration: a TOML file, then CLI overrides, then validation.
+
+Precedence is defaults < config file < ``--set section.key=value`` < dedicated flags such as
+``--interface``. The effective configuration is printed by ``tailscope agent config`` and recorded in
+each manifest where it matters (filter, snaplen), so a landed file always says how it was captured.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:  # Python 3.11+
+    import tomllib as _toml
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as _toml  # type: ignore[no-redef]
+
+# TCP and UDP (QUIC) on the web ports. "tcp or udp" is spelled out so that other IP protocols that
+# happen to use those port numbers are not matched.
+DEFAULT_FILTER = "(tcp or udp) and (port 443 or port 80)"
+# Headers only: Ethernet (14) + QinQ (8) + IPv4 with options (60) + TCP with all options (60) + TLS
+# record header (5) = 147; IPv6 (40) leaves room for extension headers; Linux SLL2 ("any") is 20.
+DEFAULT_SNAPLEN = 192
+
+
+class ConfigError(ValueError):
+    pass
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.I)
+
+
+def parse_size(value: Any) -> int:
+    """``100M``, ``1.5G``, ``64KiB`` or a plain integer; suffixes are powers of 1024."""
+    if isinstance(value, bool):
+        raise ConfigError(f"not a size: {value!r}")
+    if isinstance(value, int):
+        return value
+    m = _SIZE_RE.match(str(value))
+    if not m:
+        raise ConfigError(f"not a size: {value!r} (examples: 1048576, 100M, 10G)")
+    mult = 1024 ** " kmgt".index(m.group(2).lower() or " ")
+    return int(float(m.group(1)) * mult)
+
+
+def _hostname() -> str:
+    return socket.gethostname().split(".")[0] or "agent"
+
+
+@dataclass
+class AgentSection:
+    site: str = ""
+    capture_point: str = "default"
+    agent_id: str = field(default_factory=_hostname)
+    spool_dir: str = "/var/lib/tailscope-agent"
+    log_level: str = "info"
+
+
+@dataclass
+class CaptureSection:
+    interface: str = ""
+    bpf_filter: str = DEFAULT_FILTER
+    snaplen: int = DEFAULT_SNAPLEN
+    rotate_seconds: float = 300.0
+    rotate_bytes: int = 100 * 1024 * 1024
+    # Rotate on wall-clock multiples of rotate_seconds so files never straddle an hour partition
+    # (when rotate_seconds divides 3600) and sites line up in time.
+    align_rotation: bool = True
+    compression: str = "gzip"  # gzip | zstd
+    compression_level: int | None = None
+    buffer_kib: int = 8192  # tcpdump -B: kernel ring size; too small shows up as kernel drops
+    promiscuous: bool = False  # an edge server captures its own traffic; no need to see others'
+    tcpdump: str = "tcpdump"
+    # tcpdump -Z user. Empty: keep the agent's user. tcpdump never dissects packets when writing
+    # with -w, and a privilege change would clear the parent-death signal that stops tcpdump when
+    # the agent dies (see README "Capture"), so the recommended setup is a dedicated non-root user
+    # with CAP_NET_RAW/CAP_NET_ADMIN (the systemd unit does that).
+    tcpdump_user: str = ""
+    extra_args: list[str] = field(default_factory=list)
+    start_timeout_seconds: float = 10.0
+    # How long the old and the new tcpdump both run at a rotation. libpcap (TPACKET_V3) hands
+    # packets to tcpdump in blocks retired at least every second (tcpdump's 1000 ms timeout), and a
+    # stopped tcpdump discards the block it has not read yet; so the old one must keep running for
+    # more than a second after the new one listens, or the packets of that last second are lost.
+    handover_seconds: float = 2.0
+    # tcpdump --immediate-mode: libpcap then uses TPACKET_V2 and hands over each packet at once, so a
+    # stopped tcpdump loses (almost) nothing and handover_seconds can be ~0.5 s. More wake-ups per
+    # packet at moderate rates; the default keeps libpcap's batched high-throughput mode.
+    immediate_mode: bool = False
+    size_check_seconds: float = 0.25
+
+
+@dataclass
+class SpoolSection:
+    quota_bytes: int = 10 * 1024**3
+    # Also treat the spool as full when the file system gets this low, whatever the quota says.
+    min_free_bytes: int = 512 * 1024**2
+
+
+@dataclass
+class ShipSection:
+    landing: str = ""
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    retry_initial_seconds: float = 1.0
+    retry_max_seconds: float = 300.0
+    rate_limit_bytes_per_second: int = 0  # 0: unlimited; edge uplinks are often shared with users
+    poll_seconds: float = 2.0
+    shutdown_timeout_seconds: float = 15.0
+
+
+@dataclass
+class MetricsSection:
+    listen: str = ""  # "127.0.0.1:9560" serves /metrics over HTTP
+    textfile: str = ""  # extra copy for node_exporter's textfile collector
+
+
+@dataclass
+class AgentConfig:
+    agent: AgentSection = field(default_factory=AgentSection)
+    capture: CaptureSection = field(default_factory=CaptureSection)
+    spool: SpoolSection = field(default_factory=SpoolSection)
+    ship: ShipSection = field(default_factory=ShipSection)
+    metrics: MetricsSection = field(default_factory=MetricsSection)
+    source: str = "<defaults>"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.pop("source")
+        return d
+
+    @property
+    def spool_path(self) -> Path:
+        return Path(self.agent.spool_dir)
+
+
+SECTIONS = {f.name: f.type for f in dataclasses.fields(AgentConfig) if f.name != "source"}
+_SIZE_KEYS = {("capture", "rotate_bytes"), ("spool", "quota_bytes"), ("spool", "min_free_bytes"),
+              ("ship", "rate_limit_bytes_per_second")}
+
+
+def _section_fields(section: str) -> dict[str, dataclasses.Field]:
+    cls = {"agent": AgentSection, "capture": CaptureSection, "spool": SpoolSection,
+           "ship": ShipSection, "metrics": MetricsSection}[section]
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
+def _coerce(section: str, key: str, value: Any) -> Any:
+    fields = _section_fields(section)
+    if key not in fields:
+        raise ConfigError(f"unknown setting [{section}] {key} (known: {', '.join(sorted(fields))})")
+    if (section, key) in _SIZE_KEYS:
+        return parse_size(value)
+    ftype = str(fields[key].type)
+    try:
+        if ftype == "bool":
+            if isinstance(value, str):
+                if value.lower() in ("true", "yes", "1", "on"):
+                    return True
+                if value.lower() in ("false", "no", "0", "off"):
+                    return False
+                raise ValueError(value)
+            return bool(value)
+        if ftype == "int":
+            return int(value)
+        if ftype == "float":
+            return float(value)
+        if ftype == "int | None":
+            return None if value in (None, "", "none") else int(value)
+        if ftype == "str":
+            return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"[{section}] {key}: expected {ftype}, got {value!r}") from None
+    return value  # lists and tables as given
+
+
+def set_value(cfg: AgentConfig, dotted: str, value: Any) -> None:
+    if "." not in dotted:
+        raise ConfigError(f"expected section.key, got {dotted!r}")
+    section, key = dotted.split(".", 1)
+    if section not in SECTIONS:
+        raise ConfigError(f"unknown section [{section}] (known: {', '.join(SECTIONS)})")
+    if section == "ship" and key.startswith("storage_options."):
+        cfg.ship.storage_options[key.split(".", 1)[1]] = value
+        return
+    setattr(getattr(cfg, section), key, _coerce(section, key, value))
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``section.key=value``; the value is read as a TOML value when it parses, else as a string."""
+    if "=" not in text:
+        raise ConfigError(f"--set expects section.key=value, got {text!r}")
+    key, raw = text.split("=", 1)
+    try:
+        value = _toml.loads(f"v = {raw}")["v"]
+    except _toml.TOMLDecodeError:
+        value = raw
+    return key.strip(), value
+
+
+def load_config(path: str | None = None, overrides: list[tuple[str, Any]] | None = None) -> AgentConfig:
+    cfg = AgentConfig()
+    if path:
+        try:
+            with open(path, "rb") as f:
+                data = _toml.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except _toml.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        cfg.source = str(path)
+        for section, table in data.items():
+            if section not in SECTIONS:
+                raise ConfigError(f"{path}: unknown section [{section}] (known: {', '.join(SECTIONS)})")
+            if not isinstance(table, dict):
+                raise ConfigError(f"{path}: [{section}] must be a table")
+            for key, value in table.items():
+                set_value(cfg, f"{section}.{key}", value)
+    for key, value in overrides or []:
+        set_value(cfg, key, value)
+    return cfg
+
+
+_ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def validate(cfg: AgentConfig, *, need_capture: bool = True, need_landing: bool = True) -> None:
+    problems = []
+    if not cfg.agent.site:
+        problems.append("[agent] site is required")
+    for key in ("site", "capture_point", "agent_id"):
+        v = getattr(cfg.agent, key)
+        if v and not _ID_RE.match(v):
+            problems.append(f"[agent] {key}={v!r}: use letters, digits, '-' and '_' only "
+                            "(it goes into file names and partition paths)")
+    c = cfg.capture
+    if need_capture and not c.interface:
+        problems.append("[capture] interface is required")
+    if c.snaplen < 68 or c.snaplen > 262144:
+        problems.append("[capture] snaplen must be within 68..262144")
+    if c.rotate_seconds < 1:
+        problems.append("[capture] rotate_seconds must be >= 1")
+    if not 0 <= c.handover_seconds < c.rotate_seconds:
+        problems.append("[capture] handover_seconds must be >= 0 and below rotate_seconds")
+    if c.rotate_bytes < 64 * 1024:
+        problems.append("[capture] rotate_bytes must be >= 64K")
+    if c.compression not in ("gzip", "zstd"):
+        problems.append("[capture] compression must be gzip or zstd")
+    if c.compression == "zstd":
+        try:
+            import zstandard  # noqa: F401
+        except ImportError:
+            problems.append("[capture] compression=zstd needs the 'zstandard' Python package")
+    s = cfg.spool
+    # The quota must at least hold the file being written plus the one being compressed, or
+    # capture itself could exceed it with nothing finished left to drop.
+    if s.quota_bytes < 2 * c.rotate_bytes:
+        problems.append(f"[spool] quota_bytes ({s.quota_bytes}) must be at least 2 x rotate_bytes "
+                        f"({2 * c.rotate_bytes})")
+    sh = cfg.ship
+    if need_landing and not sh.landing:
+        problems.append("[ship] landing is required (a directory, file://, s3://, gs://, hdfs://...)")
+    if sh.retry_initial_seconds <= 0 or sh.retry_max_seconds < sh.retry_initial_seconds:
+        problems.append("[ship] need 0 < retry_initial_seconds <= retry_max_seconds")
+    if cfg.agent.log_level.lower() not in ("debug", "info", "warning", "error"):
+        problems.append("[agent] log_level must be debug, info, warning or error")
+    if cfg.metrics.listen and not re.match(r"^[^:]*:\d+$", cfg.metrics.listen):
+        problems.append("[metrics] listen must be host:port")
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def to_toml(cfg: AgentConfig) -> str:
+    """Render the effective configuration as TOML (for ``tailscope agent config``)."""
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if v is None:
+            return '""'
+        if isinstance(v, list):
+            return "[" + ", ".join(fmt(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f"{k} = {fmt(x)}" for k, x in v.items()) + " }"
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = [f"# effective configuration (source: {cfg.source})"]
+    for section, table in cfg.to_dict().items():
+        lines.append(f"\n[{section}]")
+        for k, v in table.items():
+            if k == "storage_options":
+                v = {kk: ("***" if any(s in kk.lower() for s in ("secret", "key", "token", "password")) else vv)
+                     for kk, vv in v.items()}
+            lines.append(f"{k} = {fmt(v)}")
+    return "\n".join(lines) + "\n"

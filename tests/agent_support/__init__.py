@@ -1,0 +1,1 @@
+"""Helpers for the edge capture agent tests (network namespaces, traffic, S3 server, landing checks)."""
