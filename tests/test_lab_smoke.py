@@ -182,6 +182,25 @@ def test_syn_loss_server_misses_exactly_the_first_syn(lab):
     assert kernel(r, "client", "TCPSynRetrans") == 1
 
 
+def test_syn_loss_at_server_capture_sees_both_syns(lab):
+    """The server namespace drops the first SYN of every 2nd connection after the capture point:
+    the pcap has the SYN and its retransmission (same ISN, ~1 s later), the nft set names them."""
+    r = result(lab, "syn_loss_at_server")
+    assert r.drops() == []
+    (st,) = [x for x in r.emulator_records() if x["action"] == "kernel_stats" and x.get("syn_drop")]
+    dropped = {tuple(d) for d in st["dropped"]}
+    conns = conn_frames(r)
+    assert len(dropped) == len(conns) // 2 and st["counters"]["syn_drop_v4"]["packets"] == len(dropped)
+    for key, frames in conns.items():
+        syns = [f for f in frames if f.pkt.syn and not f.pkt.ackf]
+        if key[:2] in dropped:
+            assert len(syns) == 2 and syns[0].pkt.seq == syns[1].pkt.seq
+            assert 0.9 < (syns[1].ts_ns - syns[0].ts_ns) / 1e9 < 1.5
+        else:
+            assert len(syns) == 1
+    assert kernel(r, "client", "TCPSynRetrans") == len(dropped)
+
+
 def test_synack_loss_server_sends_synack_twice(lab):
     r = result(lab, "synack_loss")
     drops = r.drops()
@@ -277,6 +296,8 @@ def test_reordering_holds_and_releases_without_loss(lab):
     overtaken = {(x["src"], x["sport"], x["seq"]) for x in released
                  if x["dir"] == "c2s" and x["passed_by_data"] > 0}
     assert overtaken, "no client segment was actually overtaken"
+    assert any(x["dir"] == "s2c" and x["passed_by_data"] > 0 for x in released), \
+        "no server segment was actually overtaken"
     frames = read_pcap(r.pcap)
     for h in (x for x in holds if (x["src"], x["sport"], x["seq"]) in overtaken):
         f = data_frames(frames, h["src"], h["sport"], h["seq"])

@@ -15,10 +15,13 @@ const BLOAT_MIN_CORR: f64 = 0.6;
 /// ... or a standing queue: median RTT ≥ 1.5 × the path's minimum (and 20 ms more).
 const BLOAT_STANDING_RATIO: f64 = 1.5;
 const BLOAT_MIN_SAMPLES: usize = 10;
+/// ... or the inflation persists across consecutive samples (lag-1 autocorrelation).
+const BLOAT_MIN_AUTOCORR: f64 = 0.5;
 
 /// Policing: enough losses, losses where the token bucket would be empty, passes where it would
 /// not, and no queue building up before losses (a policer drops, a queue delays).
-const POLICE_MIN_LOSSES: usize = 5;
+/// Fewer losses than this are too few to tell a token bucket from a few unlucky drops.
+const POLICE_MIN_LOSSES: usize = 10;
 const POLICE_MIN_LOSS_EMPTY: f64 = 0.75;
 const POLICE_MAX_PASS_EMPTY: f64 = 0.20;
 const POLICE_MAX_RTT_INFLATION: f64 = 1.3;
@@ -141,6 +144,7 @@ impl Pathology {
         };
         // Self-inflicted: the RTT spreads and rises with our own bytes in flight.
         let mut self_inflicted = false;
+        let mut queued = false;
         if self.pairs.len() >= BLOAT_MIN_SAMPLES {
             let mut rtts: Vec<i64> = self.pairs.iter().map(|p| p.0).collect();
             rtts.sort_unstable();
@@ -149,12 +153,13 @@ impl Pathology {
             v.rtt_inflation_ns = Some(p95 - p10);
             let corr = spearman(&self.pairs);
             v.rtt_inflight_corr = corr;
-            self_inflicted = p10 > 0
-                && p95 as f64 >= BLOAT_RATIO * p10 as f64
-                && p95 - p10 >= BLOAT_EXCESS_NS
-                && corr.is_some_and(|c| c >= BLOAT_MIN_CORR);
+            let inflated = p10 > 0 && p95 as f64 >= BLOAT_RATIO * p10 as f64 && p95 - p10 >= BLOAT_EXCESS_NS;
+            self_inflicted = inflated && corr.is_some_and(|c| c >= BLOAT_MIN_CORR);
+            // Waiting behind a queue others built: the delay persists from one packet to the next
+            // (a queue drains at line rate), where jitter changes packet by packet.
+            queued = inflated && lag1_autocorr(&self.pairs).is_some_and(|a| a >= BLOAT_MIN_AUTOCORR);
         }
-        v.bufferbloat = self_inflicted || standing;
+        v.bufferbloat = self_inflicted || standing || queued;
     }
 
     fn policing(&self, v: &mut Verdicts, min_rtt: Option<i64>, rtt_p: &dyn Fn(f64) -> Option<i64>) {
@@ -175,24 +180,19 @@ impl Pathology {
         if goodput <= 0.0 {
             return;
         }
-        let mut best: Option<(f64, f64, f64, f64, f64)> = None; // score, rate, loss_share, pass_share, loss_rate
-        for step in 0..=20 {
-            let rate = goodput * (1.0 + 0.05 * f64::from(step));
-            let (loss_share, pass_share, loss_rate) = replay(&self.tx[first..=last], rate);
+        let mut best: Option<(f64, f64, f64, f64, f64, f64)> = None; // score, rate, burst, shares
+        for step in 0..=50 {
+            // Rates from the goodput up to 6x it: recovery pauses can hide most of a fast
+            // policer's rate from the goodput.
+            let rate = goodput * (1.0 + 0.1 * f64::from(step));
+            let burst = burst_before(&self.tx[..first], self.tx[0].ts_ns, rate);
+            let (loss_share, pass_share, loss_rate) = replay(&self.tx[first..=last], rate, burst);
             let score = loss_share - pass_share;
             if best.is_none_or(|b| score > b.0) {
-                best = Some((score, rate, loss_share, pass_share, loss_rate));
+                best = Some((score, rate, burst, loss_share, pass_share, loss_rate));
             }
         }
-        let Some((_, rate, loss_share, pass_share, loss_rate)) = best else { return };
-        // Burst: how far the sender got ahead of the rate before the first loss.
-        let t0 = self.tx[0].ts_ns;
-        let mut sent = 0.0f64;
-        let mut burst = 0.0f64;
-        for t in &self.tx[..first] {
-            sent += f64::from(t.len);
-            burst = burst.max(sent - rate * ((t.ts_ns - t0) as f64 / 1e9));
-        }
+        let Some((_, rate, burst, loss_share, pass_share, loss_rate)) = best else { return };
         // A policer drops without queueing: the RTT stays near its minimum.
         let no_queue = match (min_rtt, rtt_p(50.0)) {
             (Some(m), Some(p50)) if m > 0 => (p50 as f64) <= POLICE_MAX_RTT_INFLATION * m as f64 + 10e6,
@@ -209,14 +209,26 @@ impl Pathology {
     }
 }
 
-/// Replay a token bucket, empty at the first loss, filling at `rate` bytes/s: the share of
-/// losses that met an empty bucket, the share of passes that found it deeply in debt, and the
-/// loss rate.
-fn replay(tx: &[Tx], rate: f64) -> (f64, f64, f64) {
+/// How far the sender got ahead of `rate` before the first loss: the bucket it drained. At
+/// least two full-size packets, since any bucket holds that much.
+fn burst_before(tx: &[Tx], t0: i64, rate: f64) -> f64 {
+    let mut sent = 0.0f64;
+    let mut burst: f64 = 2.0 * 1500.0;
+    for t in tx {
+        sent += f64::from(t.len);
+        burst = burst.max(sent - rate * ((t.ts_ns - t0) as f64 / 1e9));
+    }
+    burst
+}
+
+/// Replay a token bucket of size `burst`, empty at the first loss, filling at `rate` bytes/s:
+/// the share of losses that met an empty bucket, the share of passes that found it deeply in
+/// debt, and the loss rate. The cap matters: idle time fills a real bucket only to its size.
+fn replay(tx: &[Tx], rate: f64, burst: f64) -> (f64, f64, f64) {
     let (mut tokens, mut t_prev) = (0.0f64, tx[0].ts_ns);
     let (mut loss_empty, mut n_loss, mut pass_empty, mut n_pass) = (0usize, 0usize, 0usize, 0usize);
     for t in tx {
-        tokens += rate * ((t.ts_ns - t_prev) as f64 / 1e9);
+        tokens = (tokens + rate * ((t.ts_ns - t_prev) as f64 / 1e9)).min(burst);
         t_prev = t.ts_ns;
         let len = f64::from(t.len);
         if t.lost {
@@ -237,6 +249,22 @@ fn replay(tx: &[Tx], rate: f64) -> (f64, f64, f64) {
         pass_empty as f64 / n_pass.max(1) as f64,
         n_loss as f64 / (n_loss + n_pass).max(1) as f64,
     )
+}
+
+/// Lag-1 autocorrelation of the RTT samples in the order they were taken.
+fn lag1_autocorr(pairs: &[(i64, u32)]) -> Option<f64> {
+    let n = pairs.len();
+    if n < 3 {
+        return None;
+    }
+    let x: Vec<f64> = pairs.iter().map(|p| p.0 as f64).collect();
+    let mean = x.iter().sum::<f64>() / n as f64;
+    let var: f64 = x.iter().map(|v| (v - mean).powi(2)).sum();
+    if var == 0.0 {
+        return None;
+    }
+    let cov: f64 = x.windows(2).map(|w| (w[0] - mean) * (w[1] - mean)).sum();
+    Some(cov / var)
 }
 
 /// Spearman rank correlation of RTT with bytes in flight.

@@ -52,6 +52,10 @@ struct Unacked {
     len: u32,
     /// Bytes in flight just after this segment was sent.
     bif: u32,
+    sacked: bool,
+    ack: u32,
+    win: u32,
+    tsval: Option<u32>,
     /// Its index in the pathology detectors' transmission log (server data only).
     tx_idx: Option<u32>,
 }
@@ -88,6 +92,8 @@ pub struct DirSeq {
     /// Sequence ranges skipped by this direction (seen as `lost_segment`), with when the hole
     /// appeared: a later segment filling one is reordering or a retransmission, by its age.
     holes: VecDeque<(u32, u32, i64)>,
+    /// Holes the receiver reported in SACKs for this direction's data: (start, end, resent).
+    sack_holes: VecDeque<(u32, u32, bool)>,
     /// When this direction's ACK last advanced: Linux re-arms the sender's RTO there.
     last_advance_ts: Option<i64>,
 }
@@ -112,6 +118,7 @@ impl Default for DirSeq {
             tsvals: VecDeque::new(),
             last_tsval: None,
             holes: VecDeque::new(),
+            sack_holes: VecDeque::new(),
             last_advance_ts: None,
         }
     }
@@ -275,7 +282,7 @@ impl TcpState {
             fwd.dupacknum = 0;
         }
         if rev.maxseqtobeacked != 0 && gt(ack, rev.maxseqtobeacked) && flags & TCP_ACK != 0 {
-            if rev.maxseqtobeacked > rev.nextseq {
+            if lt(rev.maxseqtobeacked, rev.nextseq) {
                 rev.maxseqtobeacked = rev.nextseq;
                 ta |= ACK_LOST_SEGMENT;
             } else {
@@ -311,34 +318,47 @@ impl TcpState {
         // A segment from the host next to the capture cannot be reordered before it, so it is a
         // retransmission; one from the far side is reordering only if its hole was younger than
         // a retransmission could be (half the path's minimum RTT), else it was lost upstream.
+        let not_advanced = ta & (OUT_OF_ORDER | RETRANSMISSION) != 0 && ta & SPURIOUS_RETRANSMISSION == 0;
         let mut is_retx = ta & RETRANSMISSION != 0;
-        if ta & OUT_OF_ORDER != 0 {
+        if not_advanced {
             let local = self.vantage.local_dir() == Some(pk.dir);
             let hole_age = take_hole(fwd, seq, seglen, now);
             let min_rtt = if self.first_rtt_ns > 0 { self.first_rtt_ns } else { OOO_DEFAULT_NS * 2 };
-            let young = hole_age.is_none_or(|age| (age as f64) < REORDER_RTT_SHARE * min_rtt as f64);
-            if local || (self.vantage != Vantage::Unknown && !young) {
-                is_retx = true;
+            let young = hole_age.is_some_and(|age| (age as f64) < REORDER_RTT_SHARE * min_rtt as f64);
+            let reordered = if local {
+                false
+            } else if self.vantage == Vantage::Unknown {
+                ta & OUT_OF_ORDER != 0 // no vantage: keep Wireshark's timing heuristic
             } else {
+                // Even when Wireshark calls it a (fast) retransmission, a hole filled this soon
+                // cannot have been a resend: the dupACKs had no time to reach the sender.
+                young
+            };
+            if reordered {
+                is_retx = false;
                 ta |= REORDERED;
                 if let Some(age) = hole_age {
                     self.stats.reorder_extent_max_ns = self.stats.reorder_extent_max_ns.max(age);
                 }
+            } else {
+                is_retx = true;
             }
-        } else if is_retx {
-            take_hole(fwd, seq, seglen, now);
         }
         let mut out = Analysis::default();
         if is_retx {
             let original = fwd.segments.iter().find(|u| u.seq == seq || (le(u.seq, seq) && lt(seq, u.nextseq))).copied();
             let first_ts = original.map_or(fwd.last_send_ts.unwrap_or(now), |u| u.first_ts_ns);
             out.retx_delay_ns = Some(now - first_ts);
-            let cause = classify(fwd, rev, ta, seq, seglen, flags, now, pk.ip_id, original);
+            let copy_fields = (ack, window, t.ts.map(|x| x.0));
+            let original = fwd.segments.iter().rev().find(|u| u.seq == seq && u.len == seglen).copied().or(original);
+            let cause = classify(fwd, rev, ta, seq, seglen, flags, now, pk.ip_id, original, copy_fields);
             ta |= cause;
             // Tail loss: a timer-driven recovery (RTO or TLP) with nothing above the hole acked
             // or SACKed, so the last segment(s) of the burst were what was lost.
             if cause & (RETX_RTO | RETX_TLP) != 0 && flags & TCP_SYN == 0 && fwd.recovery.is_none() {
-                let nothing_above = rev.lastack == seq && rev.sack_high.is_none_or(|h| le(h, seq));
+                // Everything beyond the cumulative ACK is outstanding and un-SACKed: the burst
+                // lost its end (one segment or several), and a timer had to notice.
+                let nothing_above = le(rev.lastack, seq) && rev.sack_high.is_none_or(|h| le(h, rev.lastack));
                 if nothing_above {
                     ta |= TAIL_LOSS;
                     self.stats.tail_losses += 1;
@@ -354,10 +374,18 @@ impl TcpState {
             } else {
                 None
             };
-            if let (Some(k), None) = (kind, fwd.recovery) {
-                fwd.recovery = Some((k, fwd.nextseq));
+            match (kind, fwd.recovery) {
+                (Some(k), None) => fwd.recovery = Some((k, fwd.nextseq)),
+                // After a probe, the RTO or fast recovery that follows takes the episode over.
+                (Some(k), Some((RecoveryKind::Tlp, point))) if k != RecoveryKind::Tlp => fwd.recovery = Some((k, point)),
+                _ => {}
             }
             record_retx(&mut self.stats, &mut self.retx_run, pk.dir, seq, seglen, ta, now - first_ts);
+            for h in fwd.sack_holes.iter_mut() {
+                if le(h.0, seq) && lt(seq, h.1) {
+                    h.2 = true;
+                }
+            }
             if pk.dir == 1 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
                 // The latest transmission of these bytes is the one that was lost.
                 let latest = fwd.segments.iter().rev().find(|u| le(u.seq, seq) && lt(seq, u.nextseq));
@@ -412,6 +440,10 @@ impl TcpState {
             let first_ts = now - out.retx_delay_ns.unwrap_or(0);
             fwd.segments.push_back(Unacked {
                 bif,
+                sacked: false,
+                ack,
+                win: window,
+                tsval: t.ts.map(|x| x.0),
                 tx_idx,
                 seq,
                 nextseq,
@@ -445,9 +477,50 @@ impl TcpState {
         // was never retransmitted is an RTT sample (Karn).
         if flags & TCP_ACK != 0 {
             let mut sample = None;
+            // A segment is best timed when it is first SACKed: its cumulative ACK may wait for a
+            // hole to be repaired, and would measure the repair, not the path.
+            let blocks = t.sack_blocks();
+            if !blocks.is_empty() {
+                let mut newest: Option<&Unacked> = None;
+                for u in rev.segments.iter_mut() {
+                    if !u.sacked && blocks.iter().any(|&(l, r)| le(l, u.seq) && le(u.nextseq, r)) {
+                        u.sacked = true;
+                        if !u.retransmitted && newest.is_none_or(|n| u.ts_ns > n.ts_ns) {
+                            sample = Some((now - u.ts_ns, u.bif));
+                            newest = Some(u);
+                        }
+                    }
+                }
+                // A hole the receiver reports (cumulative ACK below a SACK block).
+                if let Some(&(l, _)) = blocks.iter().filter(|b| gt(b.0, ack)).min_by_key(|b| b.0.wrapping_sub(ack)) {
+                    if !rev.sack_holes.iter().any(|h| h.0 == ack) {
+                        if rev.sack_holes.len() >= MAX_HOLES {
+                            rev.sack_holes.pop_front();
+                        }
+                        // The resend may already be on its way while older ACKs report the hole.
+                        let resent = rev.segments.iter().any(|u| u.retransmitted && le(ack, u.seq) && lt(u.seq, l));
+                        rev.sack_holes.push_back((ack, l, resent));
+                    }
+                }
+            }
+            // Holes the cumulative ACK closed without any resend were reordered downstream.
+            let mut reordered_downstream = 0;
+            rev.sack_holes.retain(|&(start, end, resent)| {
+                if le(end, ack) {
+                    if !resent && gt(end, start) {
+                        reordered_downstream += 1;
+                    }
+                    false
+                } else {
+                    true
+                }
+            });
+            // Counted for the data's direction; no packet of ours shows it (the reordered
+            // segment passed the capture in order), only the receiver's ACKs do.
+            self.stats.reordered[1 - pk.dir] += reordered_downstream;
             rev.segments.retain_mut(|u| {
                 if ack == u.nextseq {
-                    if !u.retransmitted {
+                    if !u.retransmitted && !u.sacked && sample.is_none() {
                         sample = Some((now - u.ts_ns, u.bif));
                     }
                     false
@@ -657,26 +730,31 @@ fn classify(
     now: i64,
     ip_id: Option<u32>,
     original: Option<Unacked>,
+    (ack, win, tsval): (u32, u32, Option<u32>),
 ) -> u32 {
     if ta & SPURIOUS_RETRANSMISSION != 0 {
         return RETX_SPURIOUS;
     }
-    // The network, not the sender, repeated the packet: same IP ID as the original.
-    if let (Some(id), Some(o)) = (ip_id, original) {
-        if id != 0 && o.ip_id == Some(id) && o.seq == seq && o.len == seglen {
+    // The network (or the capture), not the sender, repeated the packet: the same IP ID as the
+    // original, or an exact copy — a sender's own resend changes the ACK, window or timestamp
+    // value, or at least comes later than a millisecond.
+    if let Some(o) = original.filter(|o| o.seq == seq && o.len == seglen) {
+        let same_id = ip_id.is_some_and(|id| id != 0 && o.ip_id == Some(id));
+        let same_fields = o.ack == ack && o.win == win && o.tsval == tsval;
+        if same_id || (same_fields && (tsval.is_some() || now - o.ts_ns < 1_000_000)) {
             return RETX_NETWORK_DUPLICATE;
         }
     }
     if flags & TCP_SYN != 0 {
         return RETX_RTO; // handshake segments are only ever resent by their timer
     }
-    if let Some((kind, _)) = fwd.recovery {
-        // Later retransmissions of an episode belong to what started it.
-        return match kind {
-            RecoveryKind::Rto => RETX_RTO,
-            RecoveryKind::Fast => RETX_FAST,
-            RecoveryKind::Tlp => RETX_TLP,
-        };
+    let probed = matches!(fwd.recovery, Some((RecoveryKind::Tlp, _)));
+    match fwd.recovery {
+        // Later retransmissions of an RTO or fast-recovery episode belong to what started it.
+        Some((RecoveryKind::Rto, _)) => return RETX_RTO,
+        Some((RecoveryKind::Fast, _)) => return RETX_FAST,
+        // A loss probe is one packet: what follows it is judged on its own.
+        _ => {}
     }
     if ta & FAST_RETRANSMISSION != 0 {
         return RETX_FAST;
@@ -690,19 +768,25 @@ fn classify(
     let dupacks = rev.dupacknum.max(0);
     let sacked_above = rev.sack_high.is_some_and(|h| gt(h, seq));
     let at_hole = rev.lastack == seq;
-    if sacked_above || (at_hole && dupacks >= 2) {
+    let srtt = fwd.est.srtt().unwrap_or(0);
+    // An ACK-driven resend follows the ACK that revealed the loss promptly (RACK waits at most
+    // a fraction of an RTT); one long after it was the timer, whatever the ACK had shown.
+    let prompt = rev.lastack_ts > 0 && now - rev.lastack_ts <= srtt.max(FAST_RETX_WINDOW_NS);
+    if prompt && (sacked_above || (at_hole && dupacks >= 2)) {
         return RETX_FAST; // dupACK or SACK driven (RFC 5681, RFC 6675, RFC 8985 RACK)
     }
     let rto = fwd.est.rto();
     if gap as f64 >= RTO_SHARE * rto as f64 {
         return RETX_RTO;
     }
+    if probed {
+        return RETX_RTO; // a probe fires once per episode; the next timer is the RTO
+    }
     let highest = seq.wrapping_add(seglen) == fwd.nextseq;
-    let srtt = fwd.est.srtt().unwrap_or(0);
     if highest && dupacks == 0 && !sacked_above && gap as f64 >= TLP_MIN_SRTTS * srtt as f64 {
         return RETX_TLP;
     }
-    if at_hole && dupacks >= 1 {
+    if prompt && (sacked_above || (at_hole && dupacks >= 1)) {
         return RETX_FAST;
     }
     RETX_UNKNOWN

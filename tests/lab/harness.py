@@ -180,15 +180,19 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
             procs.append(relay)
             relay.wait_ready(10)
 
-            tbf = nft = sampler = None
+            tbf = nft = syn_drop = sampler = None
             if use_tbf:
                 b = sc.bottleneck
                 tbf = impair.TbfBottleneck(topo.router, b.get("dir", "s2c"), b["rate_kbit"], b["queue_bytes"])
                 tbf.apply()
-            if sc.kernel:
+            if sc.kernel and (sc.kernel.get("loss") or sc.kernel.get("police")):
                 nft = impair.NftImpairments(topo.router, loss=sc.kernel.get("loss"), police=sc.kernel.get("police"))
                 nft.apply()
-            for k in (tbf, nft):
+            if sc.kernel and sc.kernel.get("server_syn_drop"):
+                # inside the server namespace, after the capture point (impair.ServerSynDrop)
+                syn_drop = impair.ServerSynDrop(topo.server, sc.port, **sc.kernel["server_syn_drop"])
+                syn_drop.apply()
+            for k in (tbf, nft, syn_drop):
                 if k:
                     extra_records.append({"ts_ns": time.time_ns(), "action": "kernel_impairment", **k.describe()})
 
@@ -206,6 +210,9 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
                     "deadline_s": sc.deadline_s, **sc.workload}
             (work / "plan.json").write_text(json.dumps(plan))
 
+            # Drop counters are cumulative since the interfaces were created (a link coming up
+            # before its peer may count an early IPv6 packet): only the traffic window counts.
+            link_before = topo.link_stats()
             cap = Capture(topo.server, "eth0", res.pcap, snaplen=sc.snaplen, precision=sc.ts_precision)
             cap.start()
             t_traffic = time.monotonic()
@@ -226,12 +233,18 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
             # Counters for the traffic window, while the relay still reads the
             # TUN (after it stops, stray packets would count as tun drops).
             res.link_stats = topo.link_stats()
+            for iface, st in res.link_stats.items():
+                for k in ("rx_dropped", "tx_dropped"):
+                    st[f"{k}_before"] = link_before.get(iface, {}).get(k)
             if tbf:
                 extra_records.append({"ts_ns": time.time_ns(), "action": "kernel_stats", **tbf.describe(),
                                       **tbf.stats()})
             if nft:
                 extra_records.append({"ts_ns": time.time_ns(), "action": "kernel_stats", **nft.describe(),
                                       "counters": nft.stats()})
+            if syn_drop:
+                extra_records.append({"ts_ns": time.time_ns(), "action": "kernel_stats", **syn_drop.describe(),
+                                      **syn_drop.stats()})
             for role, ns in (("client", topo.client), ("server", topo.server)):
                 res.kernel_counters[role] = _kernel_counters(ns)
         finally:
@@ -270,8 +283,9 @@ def _check(res: ScenarioResult) -> None:
         res.problems.append(f"tcpdump dropped {res.capture_stats['dropped_by_kernel']} packets")
     for iface, st in res.link_stats.items():
         for k in ("rx_dropped", "tx_dropped"):
-            if st.get(k):
-                res.problems.append(f"{iface} {k}={st[k]} (a loss the relay did not log)")
+            n = (st.get(k) or 0) - (st.get(f"{k}_before") or 0)
+            if n:
+                res.problems.append(f"{iface} {k}={n} during the traffic (a loss the relay did not log)")
     for r in _read_jsonl(res.emulator_log) if res.emulator_log.exists() else []:
         if r.get("action") == "kernel_stats" and r.get("backend") == "tbf" and r.get("drops"):
             res.problems.append(f"tbf dropped {r['drops']} packets (counted, not logged per packet)")

@@ -140,19 +140,79 @@ class NftImpairments:
         return ["c2s", "s2c"] if d == "both" else [d]
 
     def stats(self) -> dict:
-        cp = run(["nft", "-j", "list", "table", "inet", self.TABLE], ns=self.ns, check=False)
-        out = {}
-        try:
-            for item in json.loads(cp.stdout).get("nftables", []):
-                rule = item.get("rule")
-                if not rule:
-                    continue
-                for expr in rule.get("expr", []):
-                    if "counter" in expr:
-                        out[rule.get("comment", f"rule{rule.get('handle')}")] = expr["counter"]
-        except ValueError:
-            pass
-        return out
+        return _nft_counters(self.ns, self.TABLE)
 
     def describe(self) -> dict:
         return {"backend": "nft", "loss": self.loss, "police": self.police}
+
+
+class ServerSynDrop:
+    """Drop the first SYN of every `every`-th connection *inside the server
+    namespace*, after the capture point: tcpdump (AF_PACKET, before netfilter)
+    records the SYN, the listener never gets it, so the client retransmits it
+    ~1 s later and the capture shows both - the server-side picture of a SYN
+    lost between the NIC and the socket (full SYN backlog / accept queue).
+
+    A relay `syn` rule instead drops the SYN *before* the capture point, which
+    a server-side vantage cannot see at all (README: SYN loss and vantage).
+
+    Ground truth: the 4-tuples whose first SYN was dropped are added to an nft
+    set, listed after the run into a `kernel_stats` record (`dropped`)."""
+
+    TABLE = "tslab_server"
+
+    def __init__(self, ns: str, port: int, every: int = 2):
+        self.ns, self.port, self.every = ns, int(port), max(1, int(every))
+
+    def apply(self) -> None:
+        lines = [f"table inet {self.TABLE} {{"]
+        for fam, addr_t in ((4, "ipv4_addr"), (6, "ipv6_addr")):
+            for s in ("seen", "dropped"):
+                lines.append(f"  set {s}{fam} {{ type {addr_t} . inet_service; size 65535; flags dynamic; }}")
+        lines += ["  chain lab_input {", "    type filter hook input priority 0; policy accept;"]
+        for fam, ip in ((4, "ip"), (6, "ip6")):
+            first_syn = f"tcp dport {self.port} tcp flags & (syn | ack) == syn"
+            key = f"{ip} saddr . tcp sport"
+            # A SYN of a 4-tuple already seen (the client's retransmission) passes.
+            lines.append(f"    meta nfproto ipv{fam} {first_syn} {key} @seen{fam} accept")
+            # Every first SYN is remembered; every `every`-th one is dropped.
+            lines.append(f"    meta nfproto ipv{fam} {first_syn} add @seen{fam} {{ {key} }} "
+                         f"numgen inc mod {self.every} == 0 add @dropped{fam} {{ {key} }} "
+                         f'counter drop comment "syn_drop_v{fam}"')
+        lines += ["  }", "}"]
+        run(["nft", "-f", "-"], ns=self.ns, input="\n".join(lines) + "\n")
+
+    def stats(self) -> dict:
+        """{'dropped': [[client_ip, client_port], ...], 'counters': {...}}"""
+        dropped = []
+        for fam in (4, 6):
+            cp = run(["nft", "-j", "list", "set", "inet", self.TABLE, f"dropped{fam}"], ns=self.ns, check=False)
+            try:
+                for item in json.loads(cp.stdout).get("nftables", []):
+                    for el in item.get("set", {}).get("elem", []):
+                        val = el.get("elem", {}).get("val", el) if isinstance(el, dict) else el
+                        dropped.append(list(val["concat"]))
+            except (ValueError, KeyError, TypeError):
+                pass
+        counters = _nft_counters(self.ns, self.TABLE)
+        return {"dropped": sorted(dropped), "counters": counters}
+
+    def describe(self) -> dict:
+        return {"backend": "nft", "where": "server input", "syn_drop": {"every": self.every, "port": self.port}}
+
+
+def _nft_counters(ns: str, table: str) -> dict:
+    """{rule comment: {"packets", "bytes"}} of an inet table's counters."""
+    cp = run(["nft", "-j", "list", "table", "inet", table], ns=ns, check=False)
+    out = {}
+    try:
+        for item in json.loads(cp.stdout).get("nftables", []):
+            rule = item.get("rule")
+            if not rule:
+                continue
+            for expr in rule.get("expr", []):
+                if "counter" in expr:
+                    out[rule.get("comment", f"rule{rule.get('handle')}")] = expr["counter"]
+    except ValueError:
+        pass
+    return out

@@ -333,13 +333,16 @@ class Relay:
                         "delay_ms": round((ts - rec["rx_ts_ns"]) / 1e6, 3), **extra})
         self._count("forward")
         if self.held:
-            self._tick_held(fd, (rec["dir"], rec.get("conn")), now)
+            self._tick_held(fd, (rec["dir"], rec.get("conn")), now, idx)
 
-    def _tick_held(self, fd: int, key: tuple, now: float) -> None:
+    def _tick_held(self, fd: int, key: tuple, now: float, rx_idx: int) -> None:
         """A packet of connection/direction `key` just left: count it against
-        the packets of the same flow held back 'by_packets'."""
+        the packets of the same flow held back 'by_packets' - if it arrived
+        after them (packets that arrived earlier and were still in the delay
+        line when the hold began would otherwise release the held packet in
+        its original order)."""
         for h in list(self.held):
-            if h["key"] == key and h in self.held:
+            if h["key"] == key and h in self.held and rx_idx > h["rec"].get("_rx_idx", 0):
                 h["left"] -= 1
                 if h["left"] <= 0 and now >= h["not_before"]:
                     self.held.remove(h)

@@ -38,7 +38,8 @@ class Scenario:
     police: dict | None = None        # relay token bucket {dir, rate_kbit, burst_bytes}
     bottleneck: dict | None = None    # {dir, rate_kbit, queue_bytes}: tbf if available, else relay
     bottleneck_backend: str = "auto"  # auto | tbf | relay
-    kernel: dict | None = None        # nftables impairments {loss: {pct, dir}, police: {...}}
+    kernel: dict | None = None        # nftables impairments {loss: {pct, dir}, police: {...}} in the router;
+                                      # server_syn_drop {every} in the server, after the capture point
     sysctls: dict = field(default_factory=dict)   # {"client"|"server"|"router": {key: value}}
     cc: str = "cubic"                 # congestion control of client and server sockets
     family: int = 4
@@ -75,6 +76,14 @@ _SCENARIOS = [
         workload(conn((200, 10000), (200, 10000)), conn((200, 10000))),
         intends=("syn_loss",),
         rules=({"kind": "syn", "conn": 0, "nth": [1]},)),
+    Scenario(
+        "syn_loss_at_server", "First SYN of every 2nd connection dropped inside the server namespace "
+                              "(nftables input hook), i.e. after the capture point, as a full SYN backlog "
+                              "would: the capture shows the SYN and, ~1 s later, its retransmission. (The "
+                              "relay's syn rule drops it before the capture: invisible at the server.)",
+        workload(*[conn((200, 10000), start_s=0.02 * i) for i in range(6)], parallel=True),
+        intends=("syn_loss",),
+        kernel={"server_syn_drop": {"every": 2}}),
     Scenario(
         "synack_loss", "First SYN-ACK of connection 0 dropped: the server sees the SYN again (client "
                        "retransmission) and/or re-sends its SYN-ACK after ~1 s.",

@@ -1,0 +1,783 @@
+"""Ground-truth labels for tailscope's TCP signatures, derived from one lab run.
+
+Inputs (all from a `ScenarioResult`): the server-side pcap, the relay's
+emulator log (every drop / hold / forward, with the relay's own view of each
+segment: `msg`, `msg_last`, `seg`, `retx`, `syn_n`, `reordered`,
+`passed_by_data`, `queue_ms`, `police_tokens`), kernel records (tbf queue
+samples, nft counters, the server-side SYN drop set), the client's request log
+and the hosts' TCP MIB counters. Output: `ScenarioTruth` - per flow, per
+retransmission and per loss episode, what tailscope *should* say. The pcap is
+read with the lab's own reader (pcapread), never with tailscope.
+
+Joining the pcap with the log
+-----------------------------
+Every captured frame is matched to its relay record by (addresses, ports, seq,
+ack, payload length, flags, IP ID), first-in first-out per key: server->client
+frames in capture order against the relay's records in arrival order (the
+capture is before the relay), client->server frames in capture order against
+the relay's `forward` records in departure order (the capture is after it).
+A client segment the relay dropped has no frame; it still takes part in the
+replay below (the client sent it). Unmatched frames are reported as warnings.
+
+Labeling rules (each with its reason)
+-------------------------------------
+SYN loss (flow).  Where the SYN was lost decides whether a server-side capture
+    can see it:
+    * relay drop of a client SYN (rule or random loss): the SYN dies *before*
+      the capture point. The server only ever sees the retransmitted SYN, and
+      a retransmitted SYN is byte-for-byte a first SYN (same ISN; its TSval
+      has a random per-connection offset, so nothing dates it). Labelled
+      `syn_loss_invisible`: not observable at a server-side vantage, so it is
+      neither a positive nor a negative for the `syn_loss` signature.
+    * server-namespace drop (scenario `kernel.server_syn_drop`, nftables input
+      hook, after tcpdump's AF_PACKET tap; the nft set lists the 4-tuples): the
+      capture shows the SYN and its retransmission -> `syn_loss` positive.
+      This is the real-world case of a server whose SYN backlog is full.
+    A client that re-sends its SYN because the SYN-ACK was lost is *not* a SYN
+    loss (its SYN arrived): that flow is a `synack_loss`.
+SYN-ACK loss (flow).  The relay dropped a server SYN-ACK (rule or random
+    loss). Always visible: the capture is before the relay.
+Retransmission cause (per retransmitted segment; data or FIN, not SYN).
+    The sender's own decision is replayed from what it sent and what it had
+    received, in time order: for the server, the pcap itself (capture at the
+    server = the server's send and receive times); for the client, the relay
+    log (client sends = relay arrival times, client receives = relay departure
+    times of server packets, SACK blocks from their captured frames). A
+    segment starting below the highest byte already sent is a retransmission.
+    State: cumulative ACK, SACKed ranges (D-SACK blocks ignored), min RTT
+    (Karn samples), mode open | recovery | loss, and a recovery point.
+    * `fast`: the receiver had reported data beyond the segment (SACK block
+      above its start, or >= 3 duplicate ACKs), and the segment went out
+      either right after an ACK (<= ACK_REACT_NS: Linux retransmits while
+      processing the ACK) or within the RACK reordering window
+      (min_rtt/4 + REO_SLACK_NS) of the latest such ACK (RACK's reorder
+      timer; still dupACK/SACK-driven, the kernel counts it TCPFastRetrans).
+      Enters recovery until the recovery point is acknowledged.
+    * `rto`: no such evidence (or evidence older than the RACK window) and no
+      ACK just before: a timer fired. Enters loss state; every further
+      retransmission below the recovery point while in loss state is also
+      `rto` (Linux's go-back-N after a timeout, TCPSlowStartRetrans), and a
+      retransmission after another silence is a backed-off RTO.
+    * `tlp`: a timer-driven retransmission of the *highest* segment sent, in
+      open state (no SACK/dupACK evidence - Linux only arms the probe in
+      Open/CWR), the first of its episode, on a host whose
+      `tcp_early_retrans` is not 0 (the scenario's sysctls). RFC 8985 / Linux
+      `tcp_send_loss_probe`.
+    * ambiguous (`Retx.ambiguous`, sub `tlp_single` / `timeout_single`): that
+      first timer retransmission when the segment is the *only* one in
+      flight. The probe timeout is then 2 SRTT + 200 ms (RFC 8985 7.2, the
+      delayed-ACK allowance), capped at the RTO (SRTT + >= 200 ms), so the
+      probe leaves exactly when an RTO would; TLP or RTO depends only on the
+      sender's tcp_early_retrans. The label keeps the sender's truth but the
+      evaluation scores it only as "timer-driven" (evaluate.py).
+    Loss evidence is RACK's (RFC 8985, Linux's default): a segment is known
+    lost once a segment sent after its last transmission was delivered
+    (SACKed or cumulatively ACKed, a retransmission included); 3 dupACKs too.
+    * `spurious` (a flag, and the class scored when set): every byte of the
+      segment had already been delivered by an earlier transmission (relay
+      `forward` records) - the retransmission was unnecessary whatever
+      triggered it. tailscope's cause is single-valued with `spurious` as a
+      class, so truth's scored class is `spurious` when the flag is set.
+    * `unknown`: none of the above fits (e.g. an ACK-triggered retransmission
+      without any loss evidence); excluded from scoring and listed.
+    Client segments the relay dropped before the capture point are
+    retransmitted into a hole the server has never seen filled: `hole_fill`.
+    Per scenario the labels are checked against the sender's own counters
+    (`counter_check`): TCPFastRetrans = fast and TCPSlowStartRetrans = loss-
+    state retransmissions (within 2%: F-RTO/undo can move one segment),
+    TCPTimeouts = timeouts (+ the client's SYN timeouts; + up to the number of
+    the server's SYN-ACK retransmissions, which count when the server's own
+    timer sent them), TCPLossProbes >= tlp (a probe may carry new data).
+    Mismatches become warnings (and fail test_lab_signatures).
+Tail loss (per episode).  A message (response s2c / request c2s, bounds from
+    the client log) whose *last* first-transmission segment was dropped; the
+    episode is the maximal run of dropped segments ending the message. Nothing
+    was sent after them, so no dupACK/SACK can reveal the loss: a timer
+    (TLP/RTO) has to (Flach et al. 2013; DESIGN §4 "recovered by TLP or RTO").
+    Positive when the first retransmission of the range was `tlp`/`rto`
+    (`timer_recovered`); a dropped tail that RACK repaired because an earlier
+    hole's retransmission was ACKed after it was sent cost no timer and is a
+    negative. Delivery unknown (nftables) -> not scored. Scored for responses (s2c);
+    request tails die before the capture point and their recovery is a
+    segment that looks like a first transmission, so c2s episodes are listed
+    as not observable.
+Reordering (flow; reordered packet).  A relay hold whose forward record says
+    `passed_by_data > 0`: the receiver really got later data first. c2s: the
+    server (capture point) sees the held segment arrive after higher
+    sequence numbers - the frame is truth for the per-packet `reordered` tag.
+    s2c: reordered downstream of the capture; visible only as SACKs that are
+    filled without a retransmission. Both make the flow a `reordering` flow.
+    No other mechanism of the lab reorders (jitter keeps order per direction).
+Policing (flow).  The relay's token bucket dropped >= 1 packet of the flow
+    (reason `policer`). nftables policing (`policing_nft`) is only counted: if
+    the counter is > 0 and the run had one flow it is that flow, otherwise
+    the flows are `unknown` (excluded).
+Bufferbloat (flow).  Queueing delay at the bottleneck, per server data
+    segment: the relay backend logs `queue_ms` per packet; with tbf the
+    nearest 50 ms backlog sample / rate is used. A flow is bloated when its
+    RTT (base 2 x delay_ms + queue) was inflated like DESIGN §4 describes:
+    p95 >= 1.3 x p10 and p95 - p10 >= 20 ms. This labels both the flow that
+    builds the queue and flows that wait behind it. Jitter (mobile_mixed) is
+    not queueing and never labels a flow.
+"""
+from __future__ import annotations
+
+import bisect
+import collections
+from dataclasses import dataclass, field
+
+from .harness import ScenarioResult
+from .pcapread import read_pcap
+
+MASK = 0xFFFFFFFF
+MS = 1_000_000
+ACK_REACT_NS = 5 * MS        # sender acting on an ACK: same softirq, < 1 ms; slack for a busy VM
+REO_SLACK_NS = 30 * MS       # added to RACK's min_rtt/4 reordering window (timer is jiffies + 2 ticks late)
+RTO_MIN_NS = 180 * MS        # Linux tcp_rto_min is 200 ms (from the last ACK that advanced, or the first send)
+CLIENT_REACT_EXTRA_NS = 3 * MS   # client times come from the (Python) relay: read latency
+BLOAT_RATIO, BLOAT_EXCESS_NS = 1.3, 20 * MS
+
+SIGNATURES = ("syn_loss", "synack_loss", "tail_loss", "reordering", "policing", "bufferbloat")
+
+
+def _seq_lt(a: int, b: int) -> bool:
+    return ((a - b) & MASK) >= (1 << 31) and a != b
+
+
+@dataclass
+class Tx:
+    """One packet as its sender sent it."""
+    dir: str                  # c2s | s2c
+    flow: tuple               # (client_ip, client_port, server_ip, server_port)
+    t_ns: int                 # sender's send time
+    seq: int
+    ack: int
+    flags: str
+    len: int
+    tsval: int | None = None
+    ip_id: int | None = None
+    sack: list | None = None
+    frame: int | None = None  # 1-based pcap frame (None: never reached the capture point)
+    cap_ts_ns: int | None = None
+    rec: dict | None = None   # relay record (forward / drop)
+    arrive_ns: int | None = None   # when the other host got it (None: lost)
+    off: int | None = None    # stream offset of the first byte (SYN: -1)
+
+    @property
+    def delivered(self) -> bool:
+        return self.arrive_ns is not None
+
+    @property
+    def seq_len(self) -> int:
+        return self.len + ("F" in self.flags) + ("S" in self.flags)
+
+    @property
+    def end(self) -> int:
+        return self.off + self.len + ("F" in self.flags)
+
+
+@dataclass
+class Retx:
+    """Truth for one retransmitted segment."""
+    flow: tuple
+    dir: str
+    t_ns: int
+    seq: int
+    off: int
+    len: int
+    frame: int | None         # captured copy (None: dropped before the capture point)
+    cause: str                # rto | tlp | fast | unknown
+    spurious: bool | None     # None: delivery unknown (nftables impairments are not logged per packet)
+    hole_fill: bool           # c2s: no earlier transmission of these bytes was captured
+    why: str
+    sub: str = ""             # timeout[_single] | backoff | loss_state | tlp[_single] | fast_ack | fast_rack
+    visible: bool = True      # can a server-side capture tell it is a retransmission?
+
+    @property
+    def ambiguous(self) -> bool:
+        """TLP and RTO are indistinguishable on the wire (the only segment in flight)."""
+        return self.sub in ("tlp_single", "timeout_single")
+
+    @property
+    def scored_class(self) -> str:
+        if self.cause == "unknown":
+            return "unknown"
+        return "spurious" if self.spurious else {"fast": "fast_retransmit"}.get(self.cause, self.cause)
+
+
+@dataclass
+class TailEpisode:
+    flow: tuple
+    dir: str
+    msg: int
+    seq_start: int            # absolute seq of the first lost byte
+    seq_end: int
+    segments: int             # dropped first transmissions
+    lost_frames: list         # frames of the dropped originals (s2c: captured before the relay)
+    recovery: list = field(default_factory=list)   # [(frame, cause)] retransmissions of the range, in order
+    t_ns: int = 0
+
+    @property
+    def timer_recovered(self) -> bool:
+        """A tail loss in DESIGN §4's sense: the first repair was a TLP or an RTO. (A dropped tail can
+        also be repaired by RACK when an earlier hole's retransmission is ACKed after it was sent.)"""
+        return bool(self.recovery) and self.recovery[0][1] in ("tlp", "rto")
+
+
+@dataclass
+class FlowTruth:
+    key: tuple
+    family: int
+    syn_drops_before_vantage: int = 0
+    syn_drops_at_server: int = 0
+    synack_drops: int = 0
+    drops: dict = field(default_factory=lambda: collections.Counter())   # (dir, reason) -> n
+    reordered: dict = field(default_factory=lambda: {"c2s": 0, "s2c": 0})
+    policer_drops: int = 0
+    policed_unknown: bool = False
+    queue_ms: list = field(default_factory=list)
+    rtt_base_ms: float = 0.0
+    tails: list = field(default_factory=list)
+    tails_unknown: bool = False     # delivery not logged per packet (nftables impairments)
+
+    @property
+    def bloat(self) -> tuple[float, float] | None:
+        """(p10, p95) of base RTT + queueing delay, ms; None if no queue data."""
+        if not self.queue_ms:
+            return None
+        q = sorted(self.queue_ms)
+        return (self.rtt_base_ms + _pct(q, 10), self.rtt_base_ms + _pct(q, 95))
+
+    @property
+    def bufferbloat(self) -> bool:
+        b = self.bloat
+        return bool(b) and b[1] >= BLOAT_RATIO * b[0] and (b[1] - b[0]) * MS >= BLOAT_EXCESS_NS
+
+    def labels(self) -> set:
+        out = set()
+        if self.syn_drops_at_server:
+            out.add("syn_loss")
+        if self.synack_drops:
+            out.add("synack_loss")
+        if any(t.dir == "s2c" and t.timer_recovered for t in self.tails):
+            out.add("tail_loss")
+        if self.reordered["c2s"] or self.reordered["s2c"]:
+            out.add("reordering")
+        if self.policer_drops:
+            out.add("policing")
+        if self.bufferbloat:
+            out.add("bufferbloat")
+        return out
+
+    def unobservable(self) -> set:
+        """Signatures that happened but a server-side capture cannot see."""
+        out = set()
+        if self.syn_drops_before_vantage and not self.syn_drops_at_server:
+            out.add("syn_loss")
+        if self.policed_unknown:
+            out.add("policing")
+        if self.tails_unknown:
+            out.add("tail_loss")
+        return out
+
+
+@dataclass
+class ScenarioTruth:
+    name: str
+    flows: dict                    # key -> FlowTruth
+    retx: list                     # [Retx]
+    reordered_frames: dict         # c2s frame -> flow key (held and overtaken: arrives out of order)
+    held_s2c: list                 # relay records of s2c segments overtaken downstream of the capture
+    txs: dict                      # (flow, dir) -> [Tx]
+    frames: list                   # pcapread frames
+    t0_ns: int                     # first captured frame
+    counter_check: dict
+    warnings: list
+    clean: bool                    # scenario meant to have no signature at all
+
+    def retx_by_frame(self) -> dict:
+        return {r.frame: r for r in self.retx if r.frame is not None}
+
+    @property
+    def tails(self) -> list:
+        return [t for f in self.flows.values() for t in f.tails]
+
+
+def _pct(sorted_vals: list, p: float) -> float:
+    if not sorted_vals:
+        return 0.0
+    k = (len(sorted_vals) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (k - lo)
+
+
+def _flow_key(d: str, src, sport, dst, dport) -> tuple:
+    return (src, sport, dst, dport) if d == "c2s" else (dst, dport, src, sport)
+
+
+# ---- joining the pcap with the relay log ---------------------------------------------------
+
+def _join(res: ScenarioResult, frames: list, recs: list, warnings: list) -> dict:
+    """All TCP packets of client<->server flows as Tx, by (flow, dir), sorted by send time."""
+    servers = {(a, res.params["port"]) for a in ("198.18.2.2", "fd00:7473:2::2")}
+    pk = {}
+    by_key: dict = collections.defaultdict(collections.deque)
+    for r in sorted((r for r in recs if r.get("action") in ("forward", "drop") and r.get("proto") == "tcp"
+                     and r.get("dir") in ("c2s", "s2c")),
+                    key=lambda r: r["rx_ts_ns"] if r["dir"] == "s2c" or r["action"] == "drop" else r["ts_ns"]):
+        if r["dir"] == "c2s" and r["action"] == "drop":
+            continue     # never reaches the capture point; added below
+        key = (r["dir"], r["src"], r["sport"], r["dst"], r["dport"], r["seq"], r["ack"], r["len"], r["flags"],
+               r.get("ip_id"))
+        by_key[key].append(r)
+    out: dict = collections.defaultdict(list)
+    for i, f in enumerate(frames):
+        p = f.pkt
+        if p is None or not p.is_tcp:
+            continue
+        if (p.dst, p.dport) in servers:
+            d = "c2s"
+        elif (p.src, p.sport) in servers:
+            d = "s2c"
+        else:
+            continue
+        key = (d, p.src, p.sport, p.dst, p.dport, p.seq, p.ack, p.payload_len, p.flag_str, p.ip_id)
+        q = by_key.get(key)
+        rec = q.popleft() if q else None
+        if rec is None:
+            warnings.append(f"frame {i + 1}: no relay record ({d} seq {p.seq} len {p.payload_len} {p.flag_str})")
+        tx = Tx(d, _flow_key(d, p.src, p.sport, p.dst, p.dport), f.ts_ns, p.seq, p.ack, p.flag_str, p.payload_len,
+                p.tsval, p.ip_id, p.sack, i + 1, f.ts_ns, rec)
+        if d == "s2c":
+            # sent at capture time; arrives when the relay forwarded it (tbf adds an unknown queue delay)
+            tx.arrive_ns = rec["ts_ns"] if rec and rec["action"] == "forward" else None
+        else:
+            tx.t_ns = rec["rx_ts_ns"] if rec else f.ts_ns
+            tx.arrive_ns = f.ts_ns
+        out[(tx.flow, d)].append(tx)
+        pk[(d, i + 1)] = tx
+    for r in recs:
+        if r.get("action") == "drop" and r.get("dir") == "c2s" and r.get("proto") == "tcp":
+            tx = Tx("c2s", _flow_key("c2s", r["src"], r["sport"], r["dst"], r["dport"]), r["rx_ts_ns"], r["seq"],
+                    r["ack"], r["flags"], r["len"], r.get("tsval"), r.get("ip_id"), None, None, None, r, None)
+            out[(tx.flow, "c2s")].append(tx)
+    left = sum(len(q) for q in by_key.values())
+    if left:
+        warnings.append(f"{left} relay records matched no captured frame")
+    for lst in out.values():
+        lst.sort(key=lambda t: t.t_ns)
+    return out
+
+
+def _set_offsets(txs: dict) -> None:
+    isn = {}
+    for (flow, d), lst in txs.items():
+        for t in lst:
+            if "S" in t.flags:
+                isn[(flow, d)] = t.seq
+                break
+    for (flow, d), lst in txs.items():
+        base = isn.get((flow, d))
+        for t in lst:
+            if base is None:
+                t.off = None
+            elif "S" in t.flags:
+                t.off = -1
+            else:
+                t.off = (t.seq - base - 1) & MASK
+
+
+# ---- replaying each sender ---------------------------------------------------------------
+
+class _Sender:
+    """What one TCP sender knew when it sent each retransmission (module docstring).
+
+    Loss evidence is RACK's (RFC 8985, Linux's default loss detection): a
+    segment is known lost once a segment *sent after it* (its last
+    transmission) has been delivered - SACKed or cumulatively ACKed, a
+    retransmission included. Three duplicate ACKs also count (non-SACK)."""
+
+    def __init__(self, tlp_enabled: bool, react_ns: int):
+        self.tlp_enabled = tlp_enabled
+        self.react_ns = react_ns
+        self.snd_nxt = 0
+        self.snd_una = 0
+        self.segs: dict = {}            # (off, end) -> [last xmit ns, delivered, ever retransmitted]
+        self.rack_xmit: int | None = None   # latest xmit time among delivered segments
+        self.dupacks = 0
+        self.last_ack_ns: int | None = None
+        self.last_evidence_ns: int | None = None
+        self.min_rtt_ns: int | None = None
+        self.mode = "open"
+        self.recovery_point = 0
+        self.tlp_out = False
+        self.rto_armed_ns: int | None = None   # when the retransmission timer was last (re)started
+        self.delivered: list = []       # [(off, end)] ranges delivered by some transmission (relay log)
+        self.tx_count: dict = collections.Counter()
+
+    # -- ACKs from the peer
+    def on_ack(self, t_ns: int, ack_off: int, sack_offs: list, pure: bool) -> None:
+        blocks = [(l, r) for l, r in sack_offs if r > ack_off]     # D-SACK blocks (RFC 2883) say nothing
+        newest_clean = None
+        advanced = False
+        for (off, end), st in self.segs.items():
+            if st[1]:
+                continue
+            if end <= ack_off or any(l <= off and end <= r for l, r in blocks):
+                st[1] = True
+                if self.rack_xmit is None or st[0] > self.rack_xmit:
+                    self.rack_xmit = st[0]
+                    advanced = True
+                if not st[2] and end <= ack_off:
+                    newest_clean = st[0] if newest_clean is None else max(newest_clean, st[0])
+        if ack_off > self.snd_una:
+            if newest_clean is not None:     # Karn: only segments sent once give RTT samples
+                smp = t_ns - newest_clean
+                self.min_rtt_ns = smp if self.min_rtt_ns is None else min(self.min_rtt_ns, smp)
+            self.snd_una = ack_off
+            self.rto_armed_ns = t_ns
+            self.dupacks = 0
+            if self.mode != "open" and self.snd_una >= self.recovery_point:
+                self.mode = "open"
+            if self.snd_una >= self.snd_nxt:
+                self.tlp_out = False
+        elif ack_off == self.snd_una and pure and self.snd_nxt > self.snd_una:
+            self.dupacks += 1
+            if self.dupacks >= 3:
+                advanced = True
+        if advanced:
+            self.last_evidence_ns = t_ns
+        self.last_ack_ns = t_ns
+
+    def _evidence(self, off: int, end: int) -> bool:
+        """Had the sender been told these bytes were lost (RACK / dupACKs)?"""
+        if self.dupacks >= 3 and off <= self.snd_una:
+            return True
+        if self.rack_xmit is None:
+            return False
+        xs = [st[0] for (a, b), st in self.segs.items() if a < end and off < b and not st[1]]
+        return bool(xs) and self.rack_xmit > min(xs)
+
+    def _reo_ns(self) -> int:
+        return (self.min_rtt_ns or 0) // 4 + REO_SLACK_NS
+
+    # -- segments
+    def on_send(self, t: Tx) -> tuple | None:
+        """Returns (cause, sub, why) for a retransmission, None for new data."""
+        off, end = t.off, t.end
+        if end <= off:
+            return None
+        self.tx_count[(off, end)] += 1
+        if off >= self.snd_nxt:
+            if self.snd_una >= self.snd_nxt:
+                self.rto_armed_ns = t.t_ns
+            self.segs[(off, end)] = [t.t_ns, False, False]
+            self.snd_nxt = end
+            return None
+        gap_ack = t.t_ns - self.last_ack_ns if self.last_ack_ns is not None else None
+        since_ev = t.t_ns - self.last_evidence_ns if self.last_evidence_ns is not None else None
+        ev = self._evidence(off, end)
+        for (a, b), st in self.segs.items():
+            if a < end and off < b:
+                st[0], st[2] = t.t_ns, True
+        if (off, end) not in self.segs and not any(a < end and off < b for a, b in self.segs):
+            self.segs[(off, end)] = [t.t_ns, False, True]
+        since_armed = t.t_ns - self.rto_armed_ns if self.rto_armed_ns is not None else None
+        can_rto = since_armed is not None and since_armed >= RTO_MIN_NS
+        gap_txt = f"last ACK {gap_ack / MS:.1f} ms before" if gap_ack is not None else "no ACK yet"
+        why = (f"{'RACK/dupACK loss evidence' if ev else 'no loss evidence'}, {gap_txt}, "
+               f"RTO timer {'%.0f ms' % (since_armed / MS) if since_armed is not None else '-'} old, "
+               f"mode {self.mode}")
+        if self.mode == "loss" and off < self.recovery_point:
+            if (gap_ack is not None and gap_ack <= self.react_ns) or not can_rto:
+                return "rto", "loss_state", why + ": retransmission in loss state (after a timeout)"
+            self.rto_armed_ns = t.t_ns
+            return "rto", "backoff", why + ": backed-off timeout"
+        # RACK's reorder timer (RFC 8985 6.3) also fires ~RTT + reo_wnd after the *last send*, which
+        # can be well after the evidence ACK; but an RTO cannot fire before tcp_rto_min has passed.
+        if ev and ((gap_ack is not None and gap_ack <= self.react_ns) or
+                   (since_ev is not None and since_ev <= self._reo_ns()) or not can_rto):
+            if self.mode != "recovery":
+                self.mode, self.recovery_point = "recovery", self.snd_nxt
+            if gap_ack is not None and gap_ack <= self.react_ns:
+                return "fast", "fast_ack", why + f": sent within {self.react_ns / MS:.0f} ms of an ACK"
+            return "fast", "fast_rack", why + f": within the RACK window ({self._reo_ns() / MS:.0f} ms) " \
+                                              f"of the evidence"
+        # Only segment in flight, first timer of the episode: Linux's probe timeout is then
+        # 2 SRTT + 200 ms (RFC 8985 7.2: + WCDelAckT), capped at the RTO (SRTT + >= 200 ms), so
+        # a TLP goes out exactly when an RTO would - which one depends only on the sender's
+        # tcp_early_retrans, not on anything on the wire.
+        single = self.mode == "open" and not ev and not self.tlp_out and off <= self.snd_una and end >= self.snd_nxt
+        if self.tlp_enabled and self.mode == "open" and not ev and not self.tlp_out and end >= self.snd_nxt:
+            self.tlp_out = True
+            if single:
+                return "tlp", "tlp_single", why + ": timer, the only segment in flight (TLP; fires at the RTO time)"
+            return "tlp", "tlp", why + ": timer, highest segment, open state (tail loss probe)"
+        if not can_rto:
+            return "unknown", "unknown", why + ": timer-like, but sooner than any RTO and no probe possible"
+        self.mode, self.recovery_point = "loss", self.snd_nxt
+        self.rto_armed_ns = t.t_ns
+        self.tlp_out = False
+        if single:
+            return "rto", "timeout_single", why + ": timer, the only segment in flight, TLP off (RTO)"
+        return "rto", "timeout", why + ": timer (retransmission timeout)"
+
+
+def _covered(ranges: list, off: int, end: int) -> bool:
+    """Is [off, end) inside the union of ranges?"""
+    pos = off
+    for a, b in sorted(ranges):
+        if a > pos:
+            break
+        pos = max(pos, b)
+        if pos >= end:
+            return True
+    return pos >= end
+
+
+def _replay(flow: tuple, d: str, txs: list, acks: list, tlp_enabled: bool, react_ns: int,
+            peer_isn: int | None, delivery_known: bool = True) -> tuple[list, _Sender]:
+    s = _Sender(tlp_enabled, react_ns)
+    ev = [(t.t_ns, 1, t) for t in txs if t.off is not None and t.off >= 0]
+    ev += [(a.arrive_ns, 0, a) for a in acks if a.delivered and "A" in a.flags]
+    ev.sort(key=lambda e: (e[0], e[1]))
+    out = []
+    for ts, kind, p in ev:
+        if kind == 0:
+            if peer_isn is None:
+                continue
+            base = peer_isn   # ACK numbers are in the sender's sequence space
+            ack_off = (p.ack - base - 1) & MASK
+            if ack_off > (1 << 31):
+                ack_off = 0   # ACK of the SYN only
+            sacks = [(((l - base - 1) & MASK), ((r - base - 1) & MASK)) for l, r in (p.sack or [])]
+            s.on_ack(ts, ack_off, sacks, pure=p.len == 0 and "F" not in p.flags and "S" not in p.flags)
+            continue
+        if "S" in p.flags:
+            continue
+        res = s.on_send(p)
+        off, end = p.off, p.end
+        if res is not None:
+            cause, sub, why = res
+            spurious = _covered(s.delivered, off, end) if delivery_known else None
+            out.append(Retx(flow, d, p.t_ns, p.seq, off, p.len + ("F" in p.flags), p.frame, cause, spurious,
+                            False, why, sub))
+        if p.delivered and end > off:
+            s.delivered.append((off, end))
+    if d == "c2s":
+        # At the server a client retransmission is only recognisable if the capture saw an earlier copy
+        # of its bytes (an ordinary retransmission) or saw later data first (a hole being filled).
+        cap = [t for t in txs if t.frame is not None and t.off is not None and t.off >= 0 and t.end > t.off]
+        by_frame = {t.frame: t for t in cap}
+        for r in out:
+            t = by_frame.get(r.frame)
+            if t is None:
+                r.visible = False
+                continue
+            earlier = [c for c in cap if c.cap_ts_ns < t.cap_ts_ns or (c.cap_ts_ns == t.cap_ts_ns and c.frame < t.frame)]
+            r.hole_fill = not any(c.off < t.end and t.off < c.end for c in earlier)
+            r.visible = not r.hole_fill or any(c.off >= t.end for c in earlier)
+    return out, s
+
+
+# ---- the scenario --------------------------------------------------------------------------
+
+def derive(res: ScenarioResult) -> ScenarioTruth:
+    warnings = [f"run problem: {p}" for p in res.problems]
+    frames = read_pcap(res.pcap)
+    recs = res.emulator_records()
+    txs = _join(res, frames, recs, warnings)
+    _set_offsets(txs)
+    params = res.params
+    t0 = frames[0].ts_ns if frames else 0
+
+    flows: dict = {}
+    for (flow, d), lst in txs.items():
+        if flow not in flows and any("S" in t.flags and "A" not in t.flags for t in lst):
+            fam = 6 if ":" in flow[0] else 4
+            flows[flow] = FlowTruth(flow, fam, rtt_base_ms=2 * float(params.get("delay_ms", 0)))
+    txs = {k: v for k, v in txs.items() if k[0] in flows}
+
+    # drops, SYN / SYN-ACK loss, policing
+    for r in recs:
+        if r.get("action") != "drop" or r.get("proto") != "tcp" or r.get("reason") == "shutdown":
+            continue
+        key = _flow_key(r["dir"], r["src"], r["sport"], r["dst"], r["dport"])
+        f = flows.get(key)
+        if f is None:
+            continue
+        f.drops[(r["dir"], r["reason"])] += 1
+        if r["flags"] == "S" or (r["dir"] == "c2s" and "S" in r["flags"] and "A" not in r["flags"]):
+            f.syn_drops_before_vantage += 1
+        if r["dir"] == "s2c" and "S" in r["flags"] and "A" in r["flags"]:
+            f.synack_drops += 1
+        if r["reason"] == "policer":
+            f.policer_drops += 1
+    for r in recs:
+        if r.get("action") == "kernel_stats" and r.get("syn_drop"):
+            for ip, port in r.get("dropped", []):
+                f = next((f for k, f in flows.items() if k[0] == ip and k[1] == port), None)
+                if f is None:
+                    warnings.append(f"server dropped the SYN of {ip}:{port}, flow not captured")
+                else:
+                    f.syn_drops_at_server += 1
+        if r.get("action") == "kernel_stats" and r.get("backend") == "nft" and r.get("police"):
+            n = sum(c.get("packets", 0) for k, c in r.get("counters", {}).items() if k.startswith("police"))
+            if n:
+                if len(flows) == 1:
+                    next(iter(flows.values())).policer_drops += n
+                else:
+                    for f in flows.values():
+                        f.policed_unknown = True
+
+    # reordering
+    reordered_frames: dict = {}
+    held_s2c = []
+    frame_of_rec = {id(t.rec): t.frame for lst in txs.values() for t in lst if t.rec is not None}
+    for r in recs:
+        if r.get("action") == "forward" and r.get("reordered") and r.get("passed_by_data", 0) > 0:
+            key = _flow_key(r["dir"], r["src"], r["sport"], r["dst"], r["dport"])
+            if key not in flows:
+                continue
+            flows[key].reordered[r["dir"]] += 1
+            if r["dir"] == "c2s":
+                fr = frame_of_rec.get(id(r))
+                if fr:
+                    reordered_frames[fr] = key
+            else:
+                held_s2c.append(r)
+
+    # queueing delay (bufferbloat)
+    bq = params.get("bottleneck")
+    if bq:
+        samples = sorted((r["ts_ns"], r.get("backlog_bytes") or 0) for r in recs if r.get("action") == "queue_sample")
+        rate_bps = float(bq["rate_kbit"]) * 1000
+        bdir = bq.get("dir", "s2c")
+        stimes = [s[0] for s in samples]
+        for (flow, d), lst in txs.items():
+            if d != bdir and bdir != "both":
+                continue
+            for t in lst:
+                if t.len == 0:
+                    continue
+                if t.rec is not None and "queue_ms" in t.rec:
+                    flows[flow].queue_ms.append(float(t.rec["queue_ms"]))
+                elif samples:
+                    ts = t.rec["ts_ns"] if t.rec else t.t_ns
+                    i = min(range(max(0, bisect.bisect_left(stimes, ts) - 1),
+                                  min(len(samples), bisect.bisect_left(stimes, ts) + 1)),
+                            key=lambda j: abs(stimes[j] - ts))
+                    flows[flow].queue_ms.append(samples[i][1] * 8 / rate_bps * 1000)
+
+    # retransmissions, replayed per sender
+    sysctls = params.get("sysctls") or {}
+    tlp = {role: str((sysctls.get(role) or {}).get("net.ipv4.tcp_early_retrans", "3")) != "0"
+           for role in ("client", "server")}
+    isn = {}
+    for (flow, d), lst in txs.items():
+        syn = next((t for t in lst if "S" in t.flags), None)
+        if syn:
+            isn[(flow, d)] = syn.seq
+    # nftables loss / policing act after the relay and are only counted: per packet, "forwarded by the
+    # relay" no longer means "delivered", so whether a retransmission was spurious is unknown there.
+    kern = params.get("kernel") or {}
+    delivery_known = not (kern.get("loss") or kern.get("police"))
+    retx: list = []
+    senders = {}
+    for (flow, d), lst in sorted(txs.items(), key=lambda kv: (kv[0][0][1], kv[0][1])):
+        other = "c2s" if d == "s2c" else "s2c"
+        react = ACK_REACT_NS + (CLIENT_REACT_EXTRA_NS if d == "c2s" else 0)
+        out, snd = _replay(flow, d, lst, txs.get((flow, other), []), tlp["server" if d == "s2c" else "client"],
+                           react, isn.get((flow, d)), delivery_known)
+        retx += out
+        senders[(flow, d)] = snd
+        for r in out:
+            if r.cause == "unknown":
+                warnings.append(f"{flow} {d} frame {r.frame}: retransmission cause undecided ({r.why})")
+
+    # tail losses, per message
+    reqs = collections.defaultdict(list)
+    for q in res.requests():
+        reqs[(q["src"], q["sport"], q["dst"], q["dport"])].append(q)
+    for flow, f in flows.items():
+        if not delivery_known:
+            f.tails_unknown = True
+            continue
+        qs = sorted(reqs.get(flow, []), key=lambda q: q["index"])
+        for d, size_key in (("s2c", "resp_bytes"), ("c2s", "req_bytes")):
+            bounds, pos = [], 0
+            for q in qs:
+                bounds.append((pos, pos + q[size_key]))
+                pos += q[size_key]
+            lst = [t for t in txs.get((flow, d), []) if t.off is not None and t.off >= 0 and t.len > 0]
+            firsts, high = [], 0
+            for t in lst:
+                if t.off >= high:
+                    firsts.append(t)
+                    high = t.off + t.len
+            for mi, (a, b) in enumerate(bounds):
+                segs = [t for t in firsts if a <= t.off < b]
+                if not segs or segs[-1].off + segs[-1].len != b or segs[-1].delivered:
+                    continue
+                lost = []
+                for t in reversed(segs):
+                    if t.delivered:
+                        break
+                    lost.insert(0, t)
+                ep = TailEpisode(flow, d, mi, lost[0].seq, (lost[-1].seq + lost[-1].len) & MASK, len(lost),
+                                 [t.frame for t in lost if t.frame], t_ns=lost[0].t_ns)
+                lo, hi = lost[0].off, b
+                ep.recovery = [(r.frame, r.cause) for r in retx if r.flow == flow and r.dir == d
+                               and r.off < hi and lo < r.off + r.len]
+                f.tails.append(ep)
+
+    synack_retx = 0
+    for (flow, d), lst in txs.items():
+        if d == "s2c":
+            synack_retx += max(0, sum(1 for t in lst if "S" in t.flags) - 1)
+    counter_check = _counter_check(res, retx, synack_retx)
+    for k, v in counter_check.items():
+        if not v["ok"]:
+            warnings.append(f"counter check {k}: truth {v['truth']} vs kernel {v['kernel']} ({v['rule']})")
+    return ScenarioTruth(res.name, flows, retx, reordered_frames, held_s2c, txs, frames, t0, counter_check,
+                         warnings, clean=_is_clean(params))
+
+
+def _is_clean(p: dict) -> bool:
+    return not (p.get("rules") or p.get("loss") or p.get("police") or p.get("bottleneck") or p.get("kernel")
+                or p.get("jitter_ms"))
+
+
+def _counter_check(res: ScenarioResult, retx: list, synack_retx: int) -> dict:
+    """Truth labels of each host's retransmissions against its own MIB counters."""
+    out = {}
+    for role, d in (("server", "s2c"), ("client", "c2s")):
+        ext = res.kernel_counters.get(role, {}).get("TcpExt", {})
+        mine = [r for r in retx if r.dir == d]
+        n = collections.Counter(r.cause for r in mine)
+        timeouts = sum(1 for r in mine if r.sub in ("timeout", "timeout_single", "backoff"))
+        loss_state = sum(1 for r in mine if r.sub == "loss_state")
+        # TCPTimeouts also counts the client's SYN timeouts and, on the server, SYN-ACK timeouts
+        # (a SYN-ACK re-sent because the client's SYN came again is not a timeout): a range there.
+        syn_lo = syn_hi = ext.get("TCPSynRetrans", 0) if role == "client" else 0
+        if role == "server":
+            syn_hi = synack_retx
+        k_to = ext.get("TCPTimeouts", 0)
+
+        def near(a, b):   # F-RTO / undo can move a segment between fast and slow-start counts
+            return abs(a - b) <= max(1, 0.02 * b)
+        checks = {
+            # a probe may carry new data (not a retransmission): truth <= kernel
+            f"{role}.TCPLossProbes": (n["tlp"], ext.get("TCPLossProbes", 0), "truth <= kernel",
+                                      n["tlp"] <= ext.get("TCPLossProbes", 0)),
+            f"{role}.TCPTimeouts": (timeouts + syn_lo, k_to, f"truth <= kernel <= truth + {syn_hi - syn_lo}",
+                                    timeouts + syn_lo <= k_to <= timeouts + syn_hi),
+            f"{role}.TCPFastRetrans": (n["fast"], ext.get("TCPFastRetrans", 0), "within 2%",
+                                       near(n["fast"], ext.get("TCPFastRetrans", 0))),
+            f"{role}.TCPSlowStartRetrans": (loss_state, ext.get("TCPSlowStartRetrans", 0), "within 2%",
+                                            near(loss_state, ext.get("TCPSlowStartRetrans", 0))),
+        }
+        for k, (t, kv, rule, ok) in checks.items():
+            out[k] = {"truth": t, "kernel": kv, "rule": rule, "ok": ok}
+    return out
