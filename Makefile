@@ -6,6 +6,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 DEMO_OUT := demo-out
+FIXTURE := tests/fixtures/enrichment
 
 setup:
 	scripts/setup-venv.sh
@@ -20,8 +21,10 @@ system-deps:
 
 demo: setup
 	rm -rf $(DEMO_OUT)
-	$(VENV)/bin/tailscope analyze samples --out $(DEMO_OUT)
-	$(VENV)/bin/tailscope db $(DEMO_OUT) -e "SELECT protocol, count(*) AS flows, sum(packets) AS packets, round(avg(duration_ns)/1e6, 1) AS avg_duration_ms FROM flows GROUP BY protocol ORDER BY flows DESC"
+	$(VENV)/bin/tailscope analyze samples --out $(DEMO_OUT) --site lab \
+	  --prefixes $(FIXTURE)/prefixes.csv --sessions $(FIXTURE)/sessions.csv --regions $(FIXTURE)/regions.csv
+	$(VENV)/bin/tailscope db $(DEMO_OUT)
+	$(VENV)/bin/tailscope stats $(DEMO_OUT)
 
 test: setup-test rust-test py-test
 

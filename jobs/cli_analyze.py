@@ -46,10 +46,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-checksums", action="store_true", help="skip sha256 of inputs in the manifest")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress line and no per-file summary")
     p.add_argument("--json", action="store_true", help="print the run manifest as JSON instead of the summary")
+    g = p.add_argument_group("enrichment (flows and queries; docs/enrichment.md)")
+    g.add_argument("--prefixes", action="append", default=[], type=Path, metavar="FILE.csv", help="IP-prefix table: prefix,carrier[,asn] (longest prefix wins; repeatable)")
+    g.add_argument("--asn-db", type=Path, metavar="FILE.mmdb", help="MaxMind-format ASN/ISP database, for addresses no --prefixes row covers")
+    g.add_argument("--sessions", action="append", default=[], type=Path, metavar="FILE", help="app-telemetry session records, Parquet or CSV (files, directories, globs; repeatable)")
+    g.add_argument("--regions", type=Path, metavar="FILE.csv", help="region names by H3 cell: h3_cell,region (cells of any resolution)")
+    g.add_argument("--h3-res", type=int, default=7, metavar="N", help="H3 resolution of the flows' hexagon, 0-15 (default: 7, ~1.4 km edge)")
+    g.add_argument("--site", metavar="NAME", help="site of inputs without an agent manifest naming one")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from tailscope.jobs.enrich import EnrichmentError, EnrichmentOptions
     from tailscope.jobs.local import AnalyzeOptions, analyze
     from tailscope.jobs.summary import print_summary
 
@@ -60,7 +68,15 @@ def run(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         print(f"tailscope analyze: error: --out {args.out}: exists and is not a directory", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        enrichment = EnrichmentOptions(
+            prefixes=args.prefixes, asn_db=args.asn_db, sessions=args.sessions, regions=args.regions, h3_res=args.h3_res, site=args.site
+        )
+    except EnrichmentError as exc:
+        print(f"tailscope analyze: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     options = AnalyzeOptions(
+        enrichment=enrichment,
         capture_id=args.capture_id,
         tcp_idle_timeout_s=args.tcp_idle_timeout,
         udp_idle_timeout_s=args.udp_idle_timeout,
@@ -68,7 +84,11 @@ def run(args: argparse.Namespace) -> int:
         checksums=not args.no_checksums,
         progress=not args.quiet and not args.json,
     )
-    result = analyze(args.inputs, args.out, options, argv=sys.argv[1:])
+    try:
+        result = analyze(args.inputs, args.out, options, argv=sys.argv[1:])
+    except EnrichmentError as exc:
+        print(f"tailscope analyze: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.json:
         import json
 

@@ -7,6 +7,7 @@ run; :func:`recover` removes such files before the next run writes anything.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -18,7 +19,26 @@ import pyarrow.parquet as pq
 
 TABLES_BY_DATE = {"packets": "ts", "flows": "start", "events": "ts", "queries": "start"}
 UNPARTITIONED = ("files",)
-PARQUET_OPTIONS = dict(compression="zstd", use_dictionary=True, write_statistics=True)
+NS_PER_DAY = 86_400 * 10**9
+PARQUET_OPTIONS = dict(compression="zstd", write_statistics=True)
+
+
+def _utc_days(ts: pa.Array) -> pa.Array:
+    """Days since 1970-01-01 (floor division: pc.divide truncates toward zero, which would put
+    the last nanoseconds before 1970 on the wrong day)."""
+    ns = ts.cast(pa.int64())
+    before_1970 = pc.subtract(pc.divide(pc.add(ns, 1), NS_PER_DAY), 1)
+    return pc.if_else(pc.less(ns, 0), before_1970, pc.divide(ns, NS_PER_DAY))
+
+
+def _date_of(day: int) -> str:
+    return (dt.date(1970, 1, 1) + dt.timedelta(days=day)).isoformat()
+
+
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """Dictionary-encode the repetitive string columns only; numbers and timestamps gain
+    nothing from it and cost time."""
+    return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_list(f.type)]
 
 
 def _run_id_of(part: Path) -> str | None:
@@ -78,7 +98,7 @@ class StagedWriter:
             sub.mkdir(parents=True, exist_ok=True)
             path = sub / f"part-{self.run_id}-{self._seq:05d}.parquet"
             self._seq += 1
-            w = pq.ParquetWriter(path, schema, **PARQUET_OPTIONS)
+            w = pq.ParquetWriter(path, schema, use_dictionary=_dictionary_columns(schema), **PARQUET_OPTIONS)
             self._writers[key] = w
             self._paths[key] = path
         return w
@@ -91,14 +111,16 @@ class StagedWriter:
         if ts_col is None:
             self._writer(table, None, batch.schema).write_batch(batch)
             return
-        dates = pc.strftime(batch.column(ts_col), format="%Y-%m-%d")
-        unique = pc.unique(dates).to_pylist()
-        if len(unique) == 1:
-            self._writer(table, unique[0], batch.schema).write_batch(batch)
+        # Partition by UTC day from integer nanoseconds: formatting a date string per row costs
+        # more than the whole decode (a locale per value), and most batches hold a single day.
+        days = _utc_days(batch.column(ts_col))
+        lo, hi = pc.min_max(days).values()
+        if lo.as_py() == hi.as_py():
+            self._writer(table, _date_of(lo.as_py()), batch.schema).write_batch(batch)
             return
-        for date in unique:
-            part = batch.filter(pc.equal(dates, date))
-            self._writer(table, date, batch.schema).write_batch(part)
+        for day in pc.unique(days).to_pylist():
+            part = batch.filter(pc.equal(days, day))
+            self._writer(table, _date_of(day), batch.schema).write_batch(part)
 
     def commit(self, manifest: dict) -> list[str]:
         """Close, move into place, then publish the manifest (the commit point)."""

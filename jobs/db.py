@@ -13,6 +13,7 @@ import duckdb
 import pyarrow as pa
 
 from tailscope import _native
+from tailscope.jobs.enrich import enriched_schema
 
 TABLES = ("packets", "flows", "queries", "events", "files")
 DB_NAME = "tailscope.duckdb"
@@ -39,11 +40,11 @@ def _empty_schema(table: str) -> pa.Schema:
     if table == "packets":
         return _native.packet_schema()
     if table == "flows":
-        return _native.flow_schema()
+        return enriched_schema(_native.flow_schema())
     if table == "events":
         return _native.event_schema()
     if table == "queries":
-        return _native.query_schema()
+        return enriched_schema(_native.query_schema())
     from tailscope.jobs.local import files_table
 
     return files_table([], "").schema

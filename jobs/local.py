@@ -20,6 +20,7 @@ import pyarrow as pa
 from tailscope import __version__
 from tailscope import _native
 from tailscope.jobs.dataset import StagedWriter, recover
+from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
 from tailscope.jobs.inputs import InputFile, resolve
 from tailscope.jobs.progress import Progress
 
@@ -36,6 +37,7 @@ class AnalyzeOptions:
     batch_rows: int = 65_536
     checksums: bool = True
     progress: bool = True
+    enrichment: EnrichmentOptions | None = field(default_factory=EnrichmentOptions)
 
 
 @dataclass
@@ -190,6 +192,8 @@ def files_table(reports: list[FileReport], run_id: str) -> pa.RecordBatch:
 
 def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None, argv: list[str] | None = None) -> RunResult:
     options = options or AnalyzeOptions()
+    # first: a bad enrichment source (EnrichmentError, naming file and line) is a usage error
+    enricher = open_enrichment(options.enrichment)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     removed = recover(out)
@@ -219,7 +223,7 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
             if session is None:
                 return
             for table, batch in session.finish():
-                writer.write(table, batch)
+                writer.write(table, enricher.apply(table, batch))
             t = session.totals()
             totals["flows"] += t["flows"]
             totals["flows_evicted"] += t["flows_evicted"]
@@ -235,6 +239,7 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
                 close_session()
                 session_capture_id = _capture_id(p, options)
                 session = _session(session_capture_id, options)
+                enricher.set_capture_site(session_capture_id, (p.file.sidecar or {}).get("site"))
                 session_group, session_last_ts = p.group, None
             p.report.capture_id = session_capture_id
             if options.checksums:
@@ -246,10 +251,10 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
                 continue
             while not cursor.done:
                 for table, batch in session.step(cursor):
-                    writer.write(table, batch)
+                    writer.write(table, enricher.apply(table, batch))
                 progress.update(p.file.label, cursor.offset, cursor.stats()["frames"])
             for table, batch in session.flush():
-                writer.write(table, batch)
+                writer.write(table, enricher.apply(table, batch))
             _record(p.report, cursor.stats())
             progress.file_done(p.file.size, p.report.frames)
             if p.report.last_ts_ns is not None:
@@ -258,11 +263,14 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
         progress.close()
 
         writer.write("files", files_table(reports, run_id))
+        totals["enrichment"] = enricher.summary()
         manifest = _manifest(run_id, started, t0, inputs, options, reports, totals, writer.rows, removed, argv)
         writer.commit(manifest)
     except BaseException:
         writer.abort()
         raise
+    finally:
+        enricher.close()
     return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)
 
 
@@ -316,6 +324,7 @@ def _manifest(run_id, started, t0, inputs, options, reports, totals, rows, remov
             "skipped_by_reason": dict(sorted(skipped.items())),
             "flows": totals["flows"],
             "flows_evicted": totals["flows_evicted"],
+            "enrichment": totals.get("enrichment"),
             "rows": dict(rows),
         },
         "recovered_leftovers": removed,

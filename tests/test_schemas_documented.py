@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tailscope import _native
+from tailscope.jobs.enrich import enriched_schema
 from tailscope.jobs.local import files_table
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "schemas.md").read_text()
@@ -25,9 +26,9 @@ def _documented(section: str) -> set[str]:
     "section,schema",
     [
         ("packets", _native.packet_schema()),
-        ("flows", _native.flow_schema()),
+        ("flows", enriched_schema(_native.flow_schema())),
         ("events", _native.event_schema()),
-        ("queries", _native.query_schema()),
+        ("queries", enriched_schema(_native.query_schema())),
         ("files", files_table([], "").schema),
     ],
 )

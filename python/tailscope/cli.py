@@ -16,6 +16,7 @@ from tailscope import __version__
 COMMAND_MODULES = [
     "tailscope.jobs.cli_analyze",
     "tailscope.jobs.cli_db",
+    "tailscope.jobs.cli_stats",
     "tailscope.capture.cli",
 ]
 

@@ -393,6 +393,16 @@ impl FlowTracker {
     }
 
     fn account(&mut self, slot: usize, dir: Direction, p: &Packet<'_>, file_index: u32) {
+        let was_closed = self.flow(slot).closed();
+        self.count(slot, dir, p, file_index);
+        if !was_closed && self.flow(slot).closed() {
+            // The shorter linger of a closed flow needs its own deadline in the queue, or the
+            // flow would wait for the idle timeout's.
+            self.schedule(slot);
+        }
+    }
+
+    fn count(&mut self, slot: usize, dir: Direction, p: &Packet<'_>, file_index: u32) {
         let f = self.flow_mut(slot);
         f.end_ns = f.end_ns.max(p.ts_ns);
         f.last_file = file_index;
@@ -465,6 +475,7 @@ impl FlowTracker {
             if let Some(t) = f.tcp.as_mut() {
                 t.finish(end_ns);
             }
+            // The flow row needs only the summaries from here on.
             // A flow that closed itself says so even if a timeout or the end of the capture is
             // what finally retired it; an eviction is always reported as one.
             f.end_reason = Some(match reason {

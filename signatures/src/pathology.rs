@@ -125,6 +125,12 @@ impl Pathology {
         }
     }
 
+    /// Free the transmission log and samples once the verdicts are in.
+    pub fn release(&mut self) {
+        self.tx = Vec::new();
+        self.pairs = Vec::new();
+    }
+
     pub fn finish(&mut self, end_ns: i64, min_rtt: Option<i64>, rtt_p: &dyn Fn(f64) -> Option<i64>) -> Verdicts {
         if let Some(since) = self.rwnd_limited_since.take() {
             self.rwnd_limited_ns += end_ns - since;

@@ -14,6 +14,9 @@ use crate::tables::{events_batch, flows_batch, packets_batch, queries_batch, Eve
 use crate::tags;
 use crate::tcp::PacketIn;
 
+/// Ended flows are written in batches of this many (they hold their summaries until then).
+const FLOWS_PER_BATCH: usize = 4096;
+
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
     pub flow: FlowConfig,
@@ -259,7 +262,7 @@ impl Session {
             None
         };
         let (flows, queries) = if !self.tracker.finished.is_empty()
-            && (force || self.tracker.finished.len() >= self.config.batch_rows / 4)
+            && (force || self.tracker.finished.len() >= FLOWS_PER_BATCH)
         {
             let b = flows_batch(&self.tracker.finished, &self.capture_id, &self.files, self.config.flow.community_id_seed);
             let q = queries_batch(&self.tracker.finished, &self.capture_id);

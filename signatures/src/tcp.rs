@@ -653,6 +653,19 @@ impl TcpState {
         let p = |q: f64| to_client.percentile(q);
         self.verdicts = self.path.finish(end_ns, min_rtt, &p);
         self.queries.close();
+        self.release();
+    }
+
+    /// Drop the per-segment state an ended flow no longer needs: ended flows wait in memory
+    /// until a batch of them is written, and must not keep what only live analysis uses.
+    fn release(&mut self) {
+        for d in self.dir.iter_mut() {
+            d.segments = VecDeque::new();
+            d.holes = VecDeque::new();
+            d.sack_holes = VecDeque::new();
+            d.tsvals = VecDeque::new();
+        }
+        self.path.release();
     }
 
     fn count(&mut self, dir: usize, ta: u32) {

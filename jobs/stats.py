@@ -1,0 +1,626 @@
+"""`tailscope stats`: the field-study tables and tail-latency attribution for a dataset slice.
+
+Pure functions over DuckDB reading the Parquet dataset directly. Definitions — what each number
+means, exactly — are in docs/stats.md (the one place); keep the two in step.
+
+    tables = compute_stats(Path("demo-out"), Slice(carrier=["Northwind Mobile"]), by="hexagon")
+    print(render(tables, "text"))
+
+``compute_stats`` returns ``{"overview": [...], "network": [...], "attribution": [...]}``, each a
+list of dicts (times in milliseconds, shares as fractions 0..1); ``render`` prints them as text,
+CSV, JSON or Markdown.
+"""
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+TABLE_NAMES = ("overview", "network", "attribution")
+FORMATS = ("text", "csv", "json", "markdown")
+PERCENTILES = (0.5, 0.75, 0.95, 0.99)
+ATTRIBUTION_LEVELS = (("all", None), ("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+UNKNOWN = "unknown"
+
+# slice / group-by dimension → flows column (or expression over flows)
+DIMENSIONS = {
+    "carrier": "carrier",
+    "hexagon": "h3_cell",
+    "site": "site",
+    "week": "strftime(start, '%G-W%V')",
+    "network_type": "network_type",
+    "region": "region",
+}
+ENRICHMENT_DIMENSIONS = {"carrier", "hexagon", "site", "network_type", "region"}
+
+
+def _dim_expr(dim: str) -> str:
+    """SQL for a dimension's value; a missing enrichment value (runs written before enrichment,
+    read together with newer ones) counts as 'unknown'."""
+    if dim in ENRICHMENT_DIMENSIONS:
+        return f"coalesce(CAST({DIMENSIONS[dim]} AS VARCHAR), '{UNKNOWN}')"
+    return DIMENSIONS[dim]
+WEEK_RE = re.compile(r"^\d{4}-W(0[1-9]|[1-4]\d|5[0-3])$")
+
+
+class StatsError(ValueError):
+    """A dataset or slice that cannot be computed (the message says why)."""
+
+
+@dataclass
+class Slice:
+    """Which flows to count (every given dimension must match; several values: any of them).
+    Packets and queries follow their flow."""
+
+    carrier: list[str] = field(default_factory=list)
+    hexagon: list[str] = field(default_factory=list)  # H3 cells; a coarser cell takes its descendants
+    site: list[str] = field(default_factory=list)
+    week: list[str] = field(default_factory=list)  # ISO weeks YYYY-Www of the flow's start (UTC)
+    network_type: list[str] = field(default_factory=list)
+    region: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for name in DIMENSIONS:
+            value = getattr(self, name)
+            if isinstance(value, str):
+                setattr(self, name, [value])
+        for w in self.week:
+            if not WEEK_RE.match(w):
+                raise StatsError(f"week {w!r}: expected YYYY-Www, e.g. 2026-W47")
+
+    def active(self) -> dict[str, list[str]]:
+        return {k: v for k, v in asdict(self).items() if v}
+
+    def describe(self) -> str:
+        parts = [f"{k}={','.join(v)}" for k, v in self.active().items()]
+        return " ".join(parts) if parts else "all flows"
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading
+
+
+def _sql_str(text: str) -> str:
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def _connect(dataset: Path):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET TimeZone='UTC'")
+    present = {}
+    for table in ("flows", "packets", "queries"):
+        pattern = str(dataset / table / "*" / "*.parquet")
+        present[table] = bool(glob.glob(pattern))
+        if present[table]:
+            con.execute(
+                f"CREATE VIEW {table}_all AS SELECT * FROM read_parquet({_sql_str(pattern)}, hive_partitioning=true, union_by_name=true)"
+            )
+    return con, present
+
+
+def _columns(con, view: str) -> set[str]:
+    return {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {view}").fetchall()}
+
+
+def _expand_hexagons(con, cells: list[str]) -> list[str]:
+    """The dataset's cells equal to or inside the given cells (any resolution), plus 'unknown'."""
+    import h3
+
+    wanted, out = [], []
+    for c in cells:
+        c = c.strip().lower()
+        if c == UNKNOWN:
+            out.append(UNKNOWN)
+        elif h3.is_valid_cell(c):
+            wanted.append(c)
+        else:
+            raise StatsError(f"hexagon {c!r} is not an H3 cell index (e.g. 871969c9bffffff) or 'unknown'")
+    if wanted:
+        present = [r[0] for r in con.execute("SELECT DISTINCT h3_cell FROM flows_all WHERE h3_cell IS NOT NULL").fetchall()]
+        for cell in present:
+            if cell == UNKNOWN or not h3.is_valid_cell(cell):
+                continue
+            res = h3.get_resolution(cell)
+            for w in wanted:
+                wres = h3.get_resolution(w)
+                if wres <= res and h3.cell_to_parent(cell, wres) == w:
+                    out.append(cell)
+                    break
+    return out
+
+
+def _select_flows(con, columns: set[str], slice_: Slice, by: str | None) -> None:
+    """TEMP TABLE sel(flow_id, grp) and flow-level TEMP TABLE f for the slice."""
+    needed = [d for d in slice_.active() if d in ENRICHMENT_DIMENSIONS]
+    if by in ENRICHMENT_DIMENSIONS:
+        needed.append(by)
+    missing = sorted({d for d in needed if DIMENSIONS[d] not in columns})
+    if missing:
+        raise StatsError(
+            f"the dataset has no enrichment columns for {', '.join(missing)}: analyze it with enrichment "
+            "(--prefixes, --asn-db, --sessions, --site) to slice by them"
+        )
+    where, params = [], []
+    for dim, values in slice_.active().items():
+        expr = _dim_expr(dim)
+        if dim == "hexagon":
+            values = _expand_hexagons(con, values)
+        elif dim == "network_type":
+            from tailscope.jobs.enrich import normalize_network_type
+
+            values = [normalize_network_type(v) for v in values]
+        if dim == "week":
+            where.append(f"list_contains(?::VARCHAR[], {expr})")
+            params.append(list(values))
+        else:
+            where.append(f"list_contains(?::VARCHAR[], lower({expr}))")
+            params.append([v.lower() for v in values])
+    grp = f"coalesce(CAST({_dim_expr(by)} AS VARCHAR), '{UNKNOWN}')" if by else "'all'"
+    cond = " AND ".join(where) if where else "true"
+    con.execute(f"CREATE TEMP TABLE f AS SELECT *, {grp} AS grp FROM flows_all WHERE {cond}", params)
+    con.execute("CREATE TEMP TABLE sel AS SELECT flow_id, any_value(grp) AS grp FROM f GROUP BY flow_id")
+
+
+# ----------------------------------------------------------------------------------------------
+# The tables
+
+
+def _ms(ns) -> float | None:
+    return None if ns is None else round(ns / 1e6, 3)
+
+
+def _share(num, den) -> float | None:
+    return None if not den else round(num / den, 6)
+
+
+def _overview(con, present: dict, columns: set[str]) -> list[dict]:
+    unknown_cols = [c for c in ("carrier", "h3_cell", "network_type", "region", "site") if c in columns]
+    unknown_sql = "".join(f", count(*) FILTER (WHERE {c} = '{UNKNOWN}' OR {c} IS NULL) AS {c}_unknown" for c in unknown_cols)
+    rows = con.execute(
+        f"""SELECT grp, count(*) AS flows, count(*) FILTER (WHERE protocol = 'tcp') AS tcp_flows,
+               count(*) FILTER (WHERE protocol = 'udp') AS udp_flows,
+               strftime(min(start), '%Y-%m-%dT%H:%M:%SZ') AS first_flow, strftime(max(start), '%Y-%m-%dT%H:%M:%SZ') AS last_flow
+               {unknown_sql}
+        FROM f GROUP BY grp ORDER BY grp"""
+    ).fetchall()
+    names = ["group", "flows", "tcp_flows", "udp_flows", "first_flow_start", "last_flow_start"] + [
+        f"flows_{'hexagon' if c == 'h3_cell' else c}_unknown" for c in unknown_cols
+    ]
+    out = {r[0]: dict(zip(names, r)) for r in rows}
+    if present["packets"]:
+        for grp, packets in con.execute(
+            "SELECT s.grp, count(*) FROM packets_all p JOIN sel s USING (flow_id) GROUP BY s.grp"
+        ).fetchall():
+            if grp in out:
+                out[grp]["packets"] = packets
+    if present["queries"]:
+        for grp, n, complete in con.execute(
+            "SELECT s.grp, count(*), count(*) FILTER (WHERE q.complete) FROM queries_all q JOIN sel s USING (flow_id) GROUP BY s.grp"
+        ).fetchall():
+            if grp in out:
+                out[grp]["queries"] = n
+                out[grp]["complete_queries"] = complete
+    for row in out.values():
+        row.setdefault("packets", 0)
+        row.setdefault("queries", 0)
+        row.setdefault("complete_queries", 0)
+    order = ["group", "flows", "tcp_flows", "udp_flows", "packets", "queries", "complete_queries", "first_flow_start", "last_flow_start"]
+    return [{k: row[k] for k in order + [k for k in row if k not in order]} for row in out.values()]
+
+
+def _percentile_row(metric, label, unit, grp, values, n, scale=None) -> dict:
+    vals = list(values) if values else [None] * len(PERCENTILES)
+    conv = (lambda v: None if v is None else round(v / scale, 3)) if scale else (lambda v: v)
+    row = {"group": grp, "metric": metric, "label": label, "unit": unit}
+    for p, v in zip(PERCENTILES, vals):
+        row[f"p{int(p * 100)}"] = conv(v)
+    row.update({"value": None, "numerator": None, "denominator": None, "n": n or 0})
+    return row
+
+
+def _value_row(metric, label, unit, grp, value, numerator=None, denominator=None, n=None) -> dict:
+    row = {"group": grp, "metric": metric, "label": label, "unit": unit}
+    row.update({f"p{int(p * 100)}": None for p in PERCENTILES})
+    row.update({"value": value, "numerator": numerator, "denominator": denominator, "n": n if n is not None else denominator or 0})
+    return row
+
+
+LOSSY = (
+    "(coalesce(c2s_retx_packets, 0) + coalesce(s2c_retx_packets, 0) + coalesce(syn_retx, 0) + coalesce(synack_retx, 0) "
+    "+ coalesce(retx_rto, 0) + coalesce(retx_fast, 0) + coalesce(retx_tlp, 0) + coalesce(retx_spurious, 0) "
+    "+ coalesce(retx_network_duplicate, 0) + coalesce(retx_unknown, 0)) > 0"
+)
+ESTABLISHMENT = "(coalesce(syn_retx, 0) > 0 OR coalesce(synack_retx, 0) > 0)"
+DATA = "(coalesce(c2s_retx_packets, 0) + coalesce(s2c_retx_packets, 0)) > 0"
+# segments that occupy sequence space (payload, SYN, FIN): what can be retransmitted
+SEGMENT = "(payload_len > 0 OR (flags & 3) <> 0 OR retx_cause IS NOT NULL)"
+QUANTS = "[" + ", ".join(str(p) for p in PERCENTILES) + "]"
+
+
+def _network(con, present: dict, groups: list[str]) -> list[dict]:
+    rows: dict[str, list[dict]] = {g: [] for g in groups}
+    flows = {
+        r[0]: r[1:]
+        for r in con.execute(
+            f"""SELECT grp, count(*) AS tcp,
+                   count(*) FILTER (WHERE {LOSSY}) AS lossy,
+                   count(*) FILTER (WHERE {LOSSY} AND {ESTABLISHMENT}) AS est,
+                   count(*) FILTER (WHERE {LOSSY} AND {DATA}) AS data
+            FROM f WHERE protocol = 'tcp' GROUP BY grp"""
+        ).fetchall()
+    }
+    rtt, retx, lossrate, delay, perseg, sd_conn = {}, {}, {}, {}, {}, {}
+    if present["packets"]:
+        con.execute(
+            f"""CREATE TEMP TABLE p AS
+            SELECT s.grp, pk.flow_id, pk.direction, pk.seq, pk.rtt_ns, pk.retx_cause, pk.retx_delay_ns, {SEGMENT} AS is_segment,
+                   fl.lossy
+            FROM packets_all pk JOIN sel s USING (flow_id)
+            JOIN (SELECT flow_id, bool_or({LOSSY}) AS lossy FROM f GROUP BY flow_id) fl USING (flow_id)
+            WHERE pk.ip_proto = 6"""
+        )
+        rtt = {
+            r[0]: r[1:]
+            for r in con.execute(
+                f"SELECT grp, quantile_disc(rtt_ns, {QUANTS}), count(rtt_ns), stddev_samp(rtt_ns) FROM p "
+                "WHERE direction = 'c2s' AND rtt_ns IS NOT NULL GROUP BY grp"
+            ).fetchall()
+        }
+        sd_conn = {
+            r[0]: r[1:]
+            for r in con.execute(
+                """SELECT grp, avg(sd), count(*) FROM (
+                       SELECT grp, flow_id, stddev_samp(rtt_ns) AS sd FROM p
+                       WHERE direction = 'c2s' AND rtt_ns IS NOT NULL GROUP BY grp, flow_id HAVING count(*) >= 2)
+                   GROUP BY grp"""
+            ).fetchall()
+        }
+        retx = {
+            r[0]: r[1:]
+            for r in con.execute(
+                "SELECT grp, count(*) FILTER (WHERE retx_cause IS NOT NULL), count(*) FILTER (WHERE is_segment) FROM p GROUP BY grp"
+            ).fetchall()
+        }
+        lossrate = {
+            r[0]: r[1:]
+            for r in con.execute(
+                "SELECT grp, count(*) FILTER (WHERE retx_cause IS NOT NULL), count(*) FILTER (WHERE is_segment) FROM p "
+                "WHERE lossy GROUP BY grp"
+            ).fetchall()
+        }
+        delay = {
+            r[0]: r[1:]
+            for r in con.execute(
+                f"SELECT grp, quantile_disc(retx_delay_ns, {QUANTS}), count(*) FROM p "
+                "WHERE retx_cause IS NOT NULL AND retx_delay_ns IS NOT NULL GROUP BY grp"
+            ).fetchall()
+        }
+        perseg = {
+            r[0]: r[1:]
+            for r in con.execute(
+                f"""SELECT grp, quantile_disc(n, {QUANTS}), count(*) FROM (
+                        SELECT grp, flow_id, direction, seq, count(*) AS n FROM p
+                        WHERE retx_cause IS NOT NULL GROUP BY ALL)
+                    GROUP BY grp"""
+            ).fetchall()
+        }
+    for g in groups:
+        tcp, lossy, est, data = flows.get(g, (0, 0, 0, 0))
+        q, n, sd = rtt.get(g, (None, 0, None))
+        out = rows[g]
+        out.append(_percentile_row("rtt", "RTT p50 / p75 / p95 / p99", "ms", g, q, n, scale=1e6))
+        sdc, nc = sd_conn.get(g, (None, 0))
+        out.append(_value_row("rtt_stddev_connection", "RTT variance: std dev within a connection (mean)", "ms", g, _ms(sdc), n=nc))
+        out.append(_value_row("rtt_stddev_all", "RTT std dev over all samples", "ms", g, _ms(sd), n=n))
+        r_num, r_den = retx.get(g, (0, 0))
+        out.append(_value_row("retransmitted_packets", "packets retransmitted", "share", g, _share(r_num, r_den), r_num, r_den))
+        l_num, l_den = lossrate.get(g, (0, 0))
+        out.append(_value_row("loss_rate_lossy", "loss rate in lossy connections", "share", g, _share(l_num, l_den), l_num, l_den))
+        out.append(_value_row("lossy_connections", "connections with at least one loss", "share", g, _share(lossy, tcp), lossy, tcp))
+        out.append(_value_row("lossy_establishment", "of lossy connections: loss during establishment", "share", g, _share(est, lossy), est, lossy))
+        out.append(_value_row("lossy_data", "of lossy connections: loss during data exchange", "share", g, _share(data, lossy), data, lossy))
+        dq, dn = delay.get(g, (None, 0))
+        out.append(_percentile_row("retx_delay", "retransmission delay p50 / p75 / p95 / p99", "ms", g, dq, dn, scale=1e6))
+        sq, sn = perseg.get(g, (None, 0))
+        out.append(_percentile_row("retx_per_segment", "retransmissions of one segment p50 / p75 / p95 / p99", "count", g, sq, sn))
+    return [row for g in groups for row in rows[g]]
+
+
+# first queries wait for the connection: their latency includes setup_ns
+EFFECTIVE_LATENCY = "q.latency_ns + CASE WHEN q.query_index = 0 THEN coalesce(q.setup_ns, 0) ELSE 0 END"
+SETUP = "(connection setup)"
+NONE = "(none)"
+
+
+def _attribution(con, present: dict) -> list[dict]:
+    if not present["queries"]:
+        return []
+    con.execute(
+        f"""CREATE TEMP TABLE q AS
+        SELECT s.grp, row_number() OVER () AS qid, {EFFECTIVE_LATENCY} AS lat,
+               CASE WHEN q.query_index = 0 THEN coalesce(q.setup_ns, 0) ELSE 0 END AS setup,
+               list_distinct(list_concat(coalesce(q.signatures, []), [d.signature FOR d IN coalesce(q.delays, [])])) AS sigs,
+               coalesce(q.delays, []) AS delays
+        FROM queries_all q JOIN sel s USING (flow_id)
+        WHERE q.complete AND q.latency_ns IS NOT NULL"""
+    )
+    levels = " UNION ALL ".join(
+        f"SELECT grp, '{name}' AS level, {i} AS ord, "
+        + ("min(lat)" if p is None else f"quantile_disc(lat, {p})")
+        + " AS t FROM q GROUP BY grp"
+        for i, (name, p) in enumerate(ATTRIBUTION_LEVELS)
+    )
+    con.execute(f"CREATE TEMP TABLE lv AS {levels}")
+    con.execute(
+        "CREATE TEMP TABLE tail AS SELECT lv.grp, lv.level, lv.ord, lv.t, q.qid, q.lat, q.setup, q.sigs, q.delays "
+        "FROM lv JOIN q ON q.grp = lv.grp AND q.lat >= lv.t"
+    )
+    totals = {
+        (r[0], r[1]): r[2:]
+        for r in con.execute("SELECT grp, level, any_value(ord), any_value(t), count(*), sum(lat) FROM tail GROUP BY grp, level").fetchall()
+    }
+    con.execute(
+        f"""CREATE TEMP TABLE sigs AS
+        SELECT DISTINCT grp, level, sig FROM (
+            SELECT grp, level, unnest(sigs) AS sig FROM tail
+            UNION ALL SELECT grp, level, '{SETUP}' AS sig FROM tail WHERE setup > 0
+            UNION ALL SELECT grp, level, '{NONE}' AS sig FROM tail WHERE len(sigs) = 0)"""
+    )
+    has = f"""CASE WHEN s.sig = '{SETUP}' THEN t.setup > 0 WHEN s.sig = '{NONE}' THEN len(t.sigs) = 0
+                   ELSE list_contains(t.sigs, s.sig) END"""
+    per_sig = con.execute(
+        f"""SELECT s.grp, s.level, s.sig,
+                   count(*) FILTER (WHERE {has}) AS n_with,
+                   median(t.lat) FILTER (WHERE {has}) AS med_with,
+                   median(t.lat) FILTER (WHERE NOT ({has})) AS med_without
+            FROM sigs s JOIN tail t ON t.grp = s.grp AND t.level = s.level
+            GROUP BY s.grp, s.level, s.sig"""
+    ).fetchall()
+    delays = {
+        (r[0], r[1], r[2]): r[3]
+        for r in con.execute(
+            f"""SELECT grp, level, d.signature, sum(d.delay_ns) FROM (SELECT grp, level, unnest(delays) AS d FROM tail)
+                GROUP BY ALL
+                UNION ALL SELECT grp, level, '{SETUP}', sum(setup) FROM tail GROUP BY ALL"""
+        ).fetchall()
+    }
+    out = []
+    for grp, level, sig, n_with, med_with, med_without in per_sig:
+        ord_, t, n, sum_lat = totals[(grp, level)]
+        d = delays.get((grp, level, sig))
+        d = None if sig == NONE else (d or 0)
+        out.append(
+            {
+                "group": grp,
+                "level": level,
+                "threshold_ms": _ms(t),
+                "queries": n,
+                "signature": sig,
+                "queries_with": n_with,
+                "share": _share(n_with, n),
+                "median_with_ms": _ms(med_with),
+                "median_without_ms": _ms(med_without),
+                "delay_ms": _ms(d),
+                "delay_share": None if d is None else _share(d, sum_lat),
+                "_ord": ord_,
+            }
+        )
+    out.sort(key=lambda r: (r["group"], r["_ord"], r["signature"] == NONE, -(r["share"] or 0), -(r["delay_ms"] or 0), r["signature"]))
+    for r in out:
+        del r["_ord"]
+    return out
+
+
+def compute_stats(dataset: Path | str, slice_: Slice | None = None, by: str | None = None) -> dict[str, list[dict]]:
+    """The tables for the flows of ``dataset`` in ``slice_``, per value of ``by`` (a dimension of
+    DIMENSIONS) or over all of them (group ``"all"``)."""
+    dataset = Path(dataset)
+    slice_ = slice_ or Slice()
+    if by is not None and by not in DIMENSIONS:
+        raise StatsError(f"--by {by!r}: choose one of {', '.join(DIMENSIONS)}")
+    if not dataset.is_dir():
+        raise StatsError(f"{dataset}: no such dataset directory")
+    con, present = _connect(dataset)
+    try:
+        if not present["flows"]:
+            raise StatsError(f"{dataset}: no flows (expected {dataset}/flows/date=*/*.parquet; run tailscope analyze first)")
+        columns = _columns(con, "flows_all")
+        _select_flows(con, columns, slice_, by)
+        overview = _overview(con, present, columns)
+        groups = [r["group"] for r in overview]
+        return {
+            "overview": overview,
+            "network": _network(con, present, groups),
+            "attribution": _attribution(con, present),
+        }
+    finally:
+        con.close()
+
+
+def slice_values(dataset: Path | str, dims: list[str], limit: int = 20) -> dict[str, list[str]]:
+    """The most common values of each dimension in the dataset (to say what a slice could be)."""
+    con, present = _connect(Path(dataset))
+    try:
+        if not present["flows"]:
+            return {}
+        columns = _columns(con, "flows_all")
+        out = {}
+        for dim in dims:
+            if dim in ENRICHMENT_DIMENSIONS and DIMENSIONS[dim] not in columns:
+                continue
+            expr = _dim_expr(dim)
+            rows = con.execute(f"SELECT {expr} AS v, count(*) AS n FROM flows_all GROUP BY v ORDER BY n DESC, v LIMIT {int(limit)}").fetchall()
+            out[dim] = [str(v) for v, _ in rows]
+        return out
+    finally:
+        con.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _fmt_ms_series(values: list, unit: str) -> str:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return "-"
+    if unit == "count":
+        return " / ".join("-" if v is None else f"{v:g}" for v in values) + ""
+    seconds = vals[0] >= 1000
+    def one(v):
+        if v is None:
+            return "-"
+        if seconds:
+            return f"{v / 1000:.3g}"
+        return f"{v:.1f}" if v < 10 else f"{v:.0f}"
+    return " / ".join(one(v) for v in values) + (" s" if seconds else " ms")
+
+
+def fmt_duration(ms) -> str:
+    if ms is None:
+        return "-"
+    if abs(ms) >= 1000:
+        return f"{ms / 1000:.3g} s"
+    if ms == 0:
+        return "0 ms"
+    return f"{ms:.1f} ms" if abs(ms) < 10 else f"{ms:.0f} ms"
+
+
+def fmt_share(x) -> str:
+    if x is None:
+        return "-"
+    pct = x * 100
+    return f"{pct:.1f}%" if pct < 10 and pct != 0 else f"{pct:.0f}%"
+
+
+def _network_cell(row: dict, with_counts: bool = True) -> str:
+    unit = row["unit"]
+    if row["p50"] is not None or (row["value"] is None and row["metric"] in ("rtt", "retx_delay", "retx_per_segment")):
+        text = _fmt_ms_series([row[f"p{int(p * 100)}"] for p in PERCENTILES], unit)
+        return f"{text}  (n={row['n']})" if with_counts and row["n"] else text
+    if unit == "share":
+        text = fmt_share(row["value"])
+        if with_counts and row["denominator"]:
+            text += f"  ({row['numerator']} of {row['denominator']})"
+        return text
+    text = fmt_duration(row["value"])
+    return f"{text}  (n={row['n']})" if with_counts and row["n"] and row["value"] is not None else text
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> str:
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h)) for i, h in enumerate(headers)]
+    def line(cells):
+        return "  ".join((str(c).rjust(w) if i in right else str(c).ljust(w)) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> str:
+    def esc(c):
+        return str(c).replace("|", "\\|")
+    out = ["| " + " | ".join(esc(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _human(tables: dict, dataset: str, slice_desc: str, by: str | None) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, headers, rows) of readable tables, shared by text and Markdown."""
+    out = []
+    overview = tables["overview"]
+    groups = [r["group"] for r in overview]
+    keys = [k for k in (overview[0] if overview else {}) if k != "group"]
+    title = f"Dataset {dataset} — {slice_desc}" + (f", by {by}" if by else "")
+    out.append((title, ["", *groups] if by else ["", "value"], [[k.replace("_", " "), *[str(r[k]) for r in overview]] for k in keys]))
+
+    net = tables["network"]
+    labels = []
+    for r in net:
+        if r["label"] not in labels:
+            labels.append(r["label"])
+    cells = {(r["group"], r["label"]): r for r in net}
+    rows = [[label, *[_network_cell(cells[(g, label)], with_counts=not by) if (g, label) in cells else "-" for g in groups]] for label in labels]
+    out.append(("Network metrics (TCP connections; the ride-hailing field study's table)", ["network metric", *(groups if by else ["value"])], rows))
+
+    att = tables["attribution"]
+    headers = (["group"] if by else []) + ["level", "latency ≥", "queries", "signature", "share", "median with", "median without", "delay", "of latency"]
+    rows = []
+    for r in att:
+        rows.append(
+            ([r["group"]] if by else [])
+            + [
+                r["level"],
+                fmt_duration(r["threshold_ms"]),
+                str(r["queries"]),
+                r["signature"],
+                f"{fmt_share(r['share'])} ({r['queries_with']})",
+                fmt_duration(r["median_with_ms"]),
+                fmt_duration(r["median_without_ms"]),
+                fmt_duration(r["delay_ms"]) if r["delay_ms"] is not None else "",
+                fmt_share(r["delay_share"]) if r["delay_share"] is not None else "",
+            ]
+        )
+    out.append(
+        (
+            (
+                "Tail-latency attribution (complete queries; a first query's latency includes its connection setup; "
+                "level pNN = the queries at or above that percentile)"
+            ),
+            headers,
+            rows,
+        )
+    )
+    return out
+
+
+def render(tables: dict, fmt: str = "text", *, dataset: str = "", slice_desc: str = "all flows", by: str | None = None, only: str | None = None) -> str:
+    """The tables as text (aligned, human units), csv (sections '# <table>' then header and rows,
+    raw numbers; one table without the section line when ``only`` is given), json or markdown."""
+    if fmt not in FORMATS:
+        raise StatsError(f"format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    names = [only] if only else list(TABLE_NAMES)
+    if fmt == "json":
+        doc = {"dataset": dataset, "slice": slice_desc, "by": by, "tables": {n: tables[n] for n in names}}
+        return json.dumps(doc, indent=2, default=str) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        for i, name in enumerate(names):
+            rows = tables[name]
+            if not only:
+                if i:
+                    buf.write("\n")
+                buf.write(f"# {name}\n")
+            headers = list(rows[0]) if rows else []
+            w = csv.writer(buf, lineterminator="\n")
+            if headers:
+                w.writerow(headers)
+                for r in rows:
+                    w.writerow(["" if r[h] is None else r[h] for h in headers])
+        return buf.getvalue()
+    human = _human(tables, dataset, slice_desc, by)
+    index = {"overview": 0, "network": 1, "attribution": 2}
+    chosen = [human[index[n]] for n in names]
+    if fmt == "markdown":
+        return "\n\n".join(f"### {title}\n\n{_md_table(headers, rows)}" for title, headers, rows in chosen) + "\n"
+    parts = []
+    for title, headers, rows in chosen:
+        body = _table(headers, rows) if rows else "(no rows)"
+        parts.append(f"{title}\n{body}")
+    return "\n\n".join(parts) + "\n"
+
+
+def parse_csv_sections(text: str) -> dict[str, list[dict]]:
+    """Read back ``render(..., 'csv')`` (for tests and scripts)."""
+    out: dict[str, list[dict]] = {}
+    for block in text.strip("\n").split("\n\n"):
+        lines = block.splitlines()
+        if not lines or not lines[0].startswith("# "):
+            raise ValueError("a CSV section starts with '# <table>'")
+        out[lines[0][2:].strip()] = list(csv.DictReader(io.StringIO("\n".join(lines[1:]) + "\n")))
+    return out
