@@ -8,6 +8,7 @@
 pub mod capture;
 pub mod decode;
 pub mod link;
+pub mod quic;
 pub mod skip;
 pub mod source;
 pub mod tunnel;
