@@ -78,7 +78,8 @@ def test_capture_exits_and_is_restarted(tmp_path):
 
 
 def test_capture_cannot_start_agent_keeps_trying(tmp_path):
-    rc, events = run_agent(tmp_path, 2.5, {"FAKE_TCPDUMP_FAIL": "start"})
+    # Long enough for two start attempts (backoff 1 s) even on a loaded machine.
+    rc, events = run_agent(tmp_path, 4.5, {"FAKE_TCPDUMP_FAIL": "start"})
     assert rc == 0
     failed = [e for e in events if e["event"] == "capture_start_failed"]
     assert len(failed) >= 2 and "No such device" in failed[0]["stderr"]

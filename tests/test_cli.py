@@ -61,7 +61,7 @@ def test_end_to_end_corpus_to_duckdb(tmp_path):
     assert mismatched == 0
     assert con.execute("SELECT count(*) FROM packets WHERE flow_id NOT IN (SELECT flow_id FROM flows)").fetchone()[0] == 0
     protocols = dict(con.execute("SELECT protocol, count(*) FROM flows GROUP BY ALL").fetchall())
-    assert protocols["tcp"] > 40 and protocols["udp"] > 40
+    assert protocols["tcp"] > 40 and protocols["quic"] > 40 and protocols["udp"] > 5
     # A query in the spirit of the dashboards: per-day flows and bytes.
     rows = con.execute("SELECT date, count(*), sum(bytes) FROM flows GROUP BY date ORDER BY date").fetchall()
     assert len(rows) > 10

@@ -49,7 +49,7 @@ def _conversation_diffs(name: str, flows: list[dict]):
             theirs.setdefault(c.key, []).append(c)
         ours: dict = {}
         for f in flows:
-            if f["protocol"] == proto:
+            if {"quic": "udp"}.get(f["protocol"], f["protocol"]) == proto:
                 ours.setdefault(_key(f), []).append(f)
         for key in sorted(set(theirs) | set(ours)):
             t = sorted(theirs.get(key, []), key=lambda c: c.rel_start_ns)
@@ -102,7 +102,8 @@ def _zeek_diffs(name: str, flows: list[dict]) -> list:
     rows = peers.zeek_conn_full(name)
     ours = {}
     for f in flows:
-        ours[(peers.norm_addr(f["client_ip"]), f["client_port"], peers.norm_addr(f["server_ip"]), f["server_port"], f["protocol"])] = f
+        transport = {"quic": "udp"}.get(f["protocol"], f["protocol"])  # Zeek's proto is the transport
+        ours[(peers.norm_addr(f["client_ip"]), f["client_port"], peers.norm_addr(f["server_ip"]), f["server_port"], transport)] = f
     diffs = []
     for r in rows:
         if r["proto"] not in ("tcp", "udp"):

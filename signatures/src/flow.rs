@@ -18,6 +18,7 @@ use std::net::IpAddr;
 use tailscope_parsers::decode::{Packet, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 
 use crate::community_id::community_id_v1;
+use crate::quic::QuicState;
 use crate::tcp::TcpState;
 
 #[derive(Debug, Clone)]
@@ -165,15 +166,26 @@ pub struct Flow {
     pub encap: &'static str,
     /// TCP sequence analysis (None for UDP); boxed so UDP flows stay small.
     pub tcp: Option<Box<TcpState>>,
+    /// QUIC analysis, once the flow's packets showed a QUIC long header.
+    pub quic: Option<Box<QuicState>>,
+    /// SNI and ALPN from the TLS ClientHello (TCP) or the decrypted QUIC Initials.
+    pub sni: Option<String>,
+    pub alpn: Vec<String>,
+    pub tls_checked: bool,
+    /// Other 4-tuples this flow was seen on (QUIC migration), and its connection IDs.
+    aliases: Vec<FlowKey>,
+    cids: Vec<Vec<u8>>,
     generation: u32,
 }
 
 impl Flow {
+    /// By the server's endpoint, so that a client that moved (QUIC migration, NAT rebinding)
+    /// still sends client-to-server.
     pub fn direction_of(&self, p: &Packet<'_>) -> Direction {
-        if (p.src, p.sport) == self.client {
-            Direction::C2S
-        } else {
+        if (p.src, p.sport) == self.server && (p.dst, p.dport) != self.server {
             Direction::S2C
+        } else {
+            Direction::C2S
         }
     }
 
@@ -232,6 +244,7 @@ fn roles_for(p: &Packet<'_>) -> (RoleSource, bool) {
 pub struct Assigned {
     pub slot: usize,
     pub direction: Direction,
+    pub migrated: bool,
 }
 
 /// The flow table.
@@ -241,6 +254,10 @@ pub struct FlowTracker {
     slots: Vec<Option<Flow>>,
     free: Vec<usize>,
     index: HashMap<FlowKey, usize>,
+    /// QUIC connection IDs of live flows, and the lengths in use (short headers do not say).
+    cid_index: HashMap<Vec<u8>, usize>,
+    cid_lens: Vec<usize>,
+    pub migrations: u64,
     /// Lazy expiry queue: (deadline, slot, generation). Stale entries are skipped on pop.
     expiry: BinaryHeap<Reverse<(i64, usize, u32)>>,
     now_ns: i64,
@@ -259,6 +276,9 @@ impl FlowTracker {
             slots: Vec::new(),
             free: Vec::new(),
             index: HashMap::new(),
+            cid_index: HashMap::new(),
+            cid_lens: Vec::new(),
+            migrations: 0,
             expiry: BinaryHeap::new(),
             now_ns: i64::MIN,
             generation: 0,
@@ -314,6 +334,17 @@ impl FlowTracker {
         self.expire(self.now_ns);
         let key = FlowKey::of(p);
         let mut slot = self.index.get(&key).copied();
+        let mut migrated = false;
+        if slot.is_none() {
+            if let Some(s) = self.by_connection_id(p) {
+                // A known QUIC connection on a new path: same flow, new 4-tuple.
+                self.index.insert(key, s);
+                self.flow_mut(s).aliases.push(key);
+                self.migrations += 1;
+                slot = Some(s);
+                migrated = true;
+            }
+        }
         if let Some(s) = slot {
             let f = self.flow(s);
             let idle = p.ts_ns.saturating_sub(f.end_ns) > self.timeout(f);
@@ -329,7 +360,27 @@ impl FlowTracker {
         };
         let direction = self.flow(slot).direction_of(p);
         self.account(slot, direction, p, file_index);
-        Assigned { slot, direction }
+        Assigned { slot, direction, migrated }
+    }
+
+    /// The live flow whose QUIC connection ID this short-header packet carries.
+    fn by_connection_id(&self, p: &Packet<'_>) -> Option<usize> {
+        if p.proto != 17 || self.cid_index.is_empty() || p.payload.first().is_none_or(|b| b & 0x80 != 0) {
+            return None;
+        }
+        self.cid_lens.iter().find_map(|&len| p.payload.get(1..1 + len).and_then(|cid| self.cid_index.get(cid).copied()))
+    }
+
+    /// Remember a QUIC connection ID of a flow (its packets may later arrive on a new path).
+    pub fn register_cid(&mut self, slot: usize, cid: &[u8]) {
+        if cid.is_empty() || self.cid_index.contains_key(cid) {
+            return;
+        }
+        self.cid_index.insert(cid.to_vec(), slot);
+        if !self.cid_lens.contains(&cid.len()) {
+            self.cid_lens.push(cid.len());
+        }
+        self.flow_mut(slot).cids.push(cid.to_vec());
     }
 
     /// Wireshark's rule: a SYN (without ACK) whose sequence number differs from the first one
@@ -367,6 +418,12 @@ impl FlowTracker {
             last_file: file_index,
             encap: p.encap.name(),
             tcp: (p.proto == 6).then(Box::<TcpState>::default),
+            quic: None,
+            sni: None,
+            alpn: Vec::new(),
+            tls_checked: false,
+            aliases: Vec::new(),
+            cids: Vec::new(),
             generation: self.generation,
         };
         let slot = match self.free.pop() {
@@ -471,6 +528,14 @@ impl FlowTracker {
     fn end(&mut self, slot: usize, reason: EndReason) {
         if let Some(mut f) = self.slots[slot].take() {
             self.index.remove(&f.key);
+            for k in f.aliases.drain(..) {
+                if self.index.get(&k) == Some(&slot) {
+                    self.index.remove(&k);
+                }
+            }
+            for c in f.cids.drain(..) {
+                self.cid_index.remove(&c);
+            }
             let end_ns = f.end_ns;
             if let Some(t) = f.tcp.as_mut() {
                 t.finish(end_ns);

@@ -5,6 +5,7 @@ pub mod community_id;
 pub mod flow;
 pub mod pathology;
 pub mod queries;
+pub mod quic;
 pub mod rtt;
 pub mod session;
 pub mod tables;

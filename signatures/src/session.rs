@@ -7,10 +7,11 @@ use std::path::Path;
 use arrow_array::RecordBatch;
 use tailscope_parsers::capture::{CaptureError, CaptureReader};
 use tailscope_parsers::decode::{decode_frame, Packet, TCP_ACK, TCP_SYN};
-use tailscope_parsers::SkipCounts;
+use tailscope_parsers::{Compression, SkipCounts};
 
 use crate::flow::{Direction, FlowConfig, FlowTracker};
 use crate::tables::{events_batch, flows_batch, packets_batch, queries_batch, EventRow, PacketRow};
+use crate::quic;
 use crate::tags;
 use crate::tcp::PacketIn;
 
@@ -103,18 +104,29 @@ impl Session {
     /// Open a file; `label` is how rows name it (usually the path as given).
     pub fn open(&mut self, path: &Path, label: &str) -> Result<FileCursor, CaptureError> {
         let reader = CaptureReader::open(path)?;
+        Ok(self.attach(reader, label))
+    }
+
+    /// Open a capture held in memory or streamed from elsewhere (bytes as stored: not
+    /// decompressed here). Used by the fuzz targets and tests; `open` is the same for a path.
+    pub fn open_bytes(&mut self, data: Vec<u8>, label: &str) -> Result<FileCursor, CaptureError> {
+        let reader = CaptureReader::from_reader(Box::new(std::io::Cursor::new(data)), Compression::None)?;
+        Ok(self.attach(reader, label))
+    }
+
+    fn attach(&mut self, reader: CaptureReader, label: &str) -> FileCursor {
         self.files.push(label.to_string());
         let stats = FileStats {
             format: reader.format.name(),
             compression: reader.compression.name(),
             ..FileStats::default()
         };
-        Ok(FileCursor {
+        FileCursor {
             reader,
             file_index: (self.files.len() - 1) as u32,
             stats,
             done: false,
-        })
+        }
     }
 
     /// Decode up to `max_frames` frames of `cur`. Stops early once a packet batch is full, so the
@@ -173,6 +185,7 @@ impl Session {
                 state.analyze(&PacketIn { dir, ts_ns: p.ts_ns, tcp: t, seglen: p.payload_len, ip_id: p.ip_id, peer_window_shift })
             })
         });
+        let quic_tags = self.observe_application(p, &a);
         let f = self.tracker.flow(a.slot);
         let c2s = a.direction == Direction::C2S;
         let mut row = PacketRow {
@@ -206,13 +219,54 @@ impl Session {
             row.sack = t.sack;
             row.sack_count = t.sack_count;
         }
+        row.tags |= quic_tags;
         if let Some(an) = analysis {
-            row.tags = an.tags;
+            row.tags |= an.tags;
             row.rtt_ns = an.rtt_ns;
             row.retx_delay_ns = an.retx_delay_ns;
-            self.note_events(&row, an.tags, an.retx_delay_ns, p.tcp().map(|t| t.seq));
+        }
+        if row.tags != 0 {
+            self.note_events(&row, row.tags, row.retx_delay_ns, p.tcp().map(|t| t.seq));
         }
         row
+    }
+
+    /// What the payload says above the transport: QUIC headers and Initials, or a TLS
+    /// ClientHello at the start of a TCP stream. Returns packet tags.
+    fn observe_application(&mut self, p: &Packet<'_>, a: &crate::flow::Assigned) -> u32 {
+        let dir = a.direction.index();
+        let mut mask = if a.migrated { tags::QUIC_MIGRATION } else { 0 };
+        let f = self.tracker.flow_mut(a.slot);
+        if p.proto == 17 {
+            if f.quic.is_none() && f.dir[0].packets + f.dir[1].packets <= 2 && quic::looks_like_quic(p.payload) {
+                f.quic = Some(Box::default());
+            }
+            let Some(q) = f.quic.as_mut() else { return mask };
+            let known = (q.scid[0].len(), q.scid[1].len());
+            mask |= q.observe(dir, p.ts_ns, p.payload);
+            if q.sni.is_some() && f.sni.is_none() {
+                f.sni = q.sni.clone();
+                f.alpn = q.alpn.clone();
+            }
+            let cids = [q.scid[0].clone(), q.scid[1].clone()];
+            if (cids[0].len(), cids[1].len()) != known {
+                for c in cids.iter() {
+                    self.tracker.register_cid(a.slot, c);
+                }
+            }
+            if a.migrated {
+                if let Some(q) = self.tracker.flow_mut(a.slot).quic.as_mut() {
+                    q.migrations += 1;
+                }
+            }
+        } else if dir == 0 && !f.tls_checked && !p.payload.is_empty() {
+            f.tls_checked = true;
+            if let Some((sni, alpn)) = quic::tls_client_hello(p.payload) {
+                f.sni = sni;
+                f.alpn = alpn;
+            }
+        }
+        mask
     }
 
     /// One events row per signature occurrence on this packet.
@@ -245,6 +299,8 @@ impl Session {
             (tags::OUT_OF_ORDER, "out_of_order"),
             (tags::LOST_SEGMENT, "lost_segment"),
             (tags::ZERO_WINDOW, "zero_window"),
+            (tags::QUIC_INITIAL_RETRANSMISSION, "quic_initial_retransmission"),
+            (tags::QUIC_MIGRATION, "quic_migration"),
         ] {
             if mask & bit != 0 {
                 push(name, None, None);

@@ -12,6 +12,7 @@ use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 
 use crate::flow::Flow;
 use crate::tags;
+use crate::quic::QuicState;
 use crate::tcp::TcpFlowStats;
 
 /// Bumped on every deliberate change of a table's columns or their meaning.
@@ -96,6 +97,22 @@ pub fn flow_schema() -> SchemaRef {
     for (name, ty) in TCP_FLOW_COLUMNS {
         fields.push(Field::new(*name, ty.clone(), true));
     }
+    for name in ["sni", "alpn", "quic_version", "quic_ocid", "quic_handshake", "quic_spin"] {
+        fields.push(Field::new(name, DataType::Utf8, true));
+    }
+    for name in [
+        "quic_handshake_rtt_ns",
+        "quic_initial_retx",
+        "quic_server_initial_retx",
+        "quic_initial_loss_delay_ns",
+        "quic_spin_rtt_p50_ns",
+        "quic_spin_samples",
+        "quic_migrations",
+    ] {
+        fields.push(Field::new(name, DataType::Int64, true));
+    }
+    fields.push(Field::new("quic_retry", DataType::Boolean, true));
+    fields.push(Field::new("quic_version_negotiation", DataType::Boolean, true));
     fields.push(Field::new("rtt_inflight_corr", DataType::Float64, true));
     fields.push(Field::new("policing_rate_bps", DataType::Float64, true));
     fields.push(Field::new(
@@ -237,8 +254,31 @@ fn tcp_values(f: &Flow) -> Option<[Option<i64>; 41]> {
     ])
 }
 
+fn quic_of(f: &Flow) -> Option<&QuicState> {
+    f.quic.as_deref()
+}
+
 /// Flow-level signature names: what struck this flow at least once.
 fn flow_signatures(f: &Flow) -> Vec<&'static str> {
+    if let Some(q) = f.quic.as_deref() {
+        let mut out = Vec::new();
+        if q.initial_retx[0] > 0 && q.initial_loss_delay_ns > 0 {
+            out.push("quic_initial_loss");
+        }
+        if q.initial_retx[1] > 0 {
+            out.push("quic_server_initial_loss");
+        }
+        match q.handshake_outcome(f.dir[1].packets) {
+            "no_server_reply" => out.push("quic_no_server_reply"),
+            "no_client_handshake" => out.push("quic_no_client_handshake"),
+            "version_negotiation_failed" => out.push("quic_version_negotiation_failed"),
+            _ => {}
+        }
+        if q.migrations > 0 {
+            out.push("quic_migration");
+        }
+        return out;
+    }
     let Some(t) = f.tcp.as_ref() else { return Vec::new() };
     let s = &t.stats;
     let mut out = Vec::new();
@@ -390,7 +430,12 @@ pub fn flows_batch(flows: &[Flow], capture_id: &str, files: &[String], cid_seed:
         Arc::new(StringArray::from_iter_values(std::iter::repeat_n(capture_id, n))),
         Arc::new(Int64Array::from_iter_values(flows.iter().map(|f| f.flow_id))),
         strs(&|f| f.community_id(cid_seed)),
-        strs(&|f| match f.proto { 6 => "tcp".into(), 17 => "udp".into(), p => p.to_string() }),
+        strs(&|f| match f.proto {
+            6 => "tcp".into(),
+            17 if f.quic.is_some() => "quic".into(),
+            17 => "udp".into(),
+            p => p.to_string(),
+        }),
         Arc::new(UInt8Array::from_iter_values(flows.iter().map(|f| f.proto))),
         strs(&|f| f.client.0.to_string()),
         Arc::new(UInt16Array::from_iter_values(flows.iter().map(|f| f.client.1))),
@@ -417,6 +462,25 @@ pub fn flows_batch(flows: &[Flow], capture_id: &str, files: &[String], cid_seed:
     for i in 0..TCP_FLOW_COLUMNS.len() {
         columns.push(Arc::new(Int64Array::from_iter(tcp.iter().map(|v| v.and_then(|v| v[i])))));
     }
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| f.sni.clone()))));
+    columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| (!f.alpn.is_empty()).then(|| f.alpn.join(","))))));
+    columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| quic_of(f).and_then(|q| q.version_label())))));
+    columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| quic_of(f).filter(|q| !q.ocid.is_empty()).map(|q| hex(&q.ocid))))));
+    columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| quic_of(f).map(|q| q.handshake_outcome(f.dir[1].packets))))));
+    columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| quic_of(f).map(|q| q.spin_state())))));
+    let qi = |g: &dyn Fn(&QuicState) -> Option<i64>| -> ArrayRef {
+        Arc::new(Int64Array::from_iter(flows.iter().map(|f| quic_of(f).and_then(g))))
+    };
+    columns.push(qi(&|q| q.handshake_rtt_ns));
+    columns.push(qi(&|q| Some(i64::from(q.initial_retx[0]))));
+    columns.push(qi(&|q| Some(i64::from(q.initial_retx[1]))));
+    columns.push(qi(&|q| Some(q.initial_loss_delay_ns)));
+    columns.push(qi(&|q| q.spin_rtt.percentile(50.0)));
+    columns.push(qi(&|q| Some(q.spin_rtt.count() as i64)));
+    columns.push(qi(&|q| Some(i64::from(q.migrations))));
+    columns.push(Arc::new(BooleanArray::from_iter(flows.iter().map(|f| quic_of(f).map(|q| q.retry)))));
+    columns.push(Arc::new(BooleanArray::from_iter(flows.iter().map(|f| quic_of(f).map(|q| q.version_negotiation)))));
     columns.push(Arc::new(Float64Array::from_iter(flows.iter().map(|f| f.tcp.as_ref().and_then(|t| t.verdicts.rtt_inflight_corr)))));
     columns.push(Arc::new(Float64Array::from_iter(flows.iter().map(|f| f.tcp.as_ref().and_then(|t| t.verdicts.policing_rate_bps)))));
     columns.push(string_lists(flows.iter().map(flow_signatures)));

@@ -30,8 +30,12 @@ pub const RETX_UNKNOWN: u32 = 1 << 21;
 pub const TAIL_LOSS: u32 = 1 << 22;
 /// Genuine reordering: a hole filled sooner than any retransmission could have filled it.
 pub const REORDERED: u32 = 1 << 23;
+/// A QUIC Initial re-sending its first flight (CRYPTO from offset 0): Initial loss.
+pub const QUIC_INITIAL_RETRANSMISSION: u32 = 1 << 24;
+/// A QUIC packet on a new path of a known connection (NAT rebinding or migration).
+pub const QUIC_MIGRATION: u32 = 1 << 25;
 
-pub const ALL: [(u32, &str); 24] = [
+pub const ALL: [(u32, &str); 26] = [
     (RETRANSMISSION, "retransmission"),
     (FAST_RETRANSMISSION, "fast_retransmission"),
     (SPURIOUS_RETRANSMISSION, "spurious_retransmission"),
@@ -56,6 +60,8 @@ pub const ALL: [(u32, &str); 24] = [
     (RETX_UNKNOWN, "retx_unknown"),
     (TAIL_LOSS, "tail_loss"),
     (REORDERED, "reordered"),
+    (QUIC_INITIAL_RETRANSMISSION, "quic_initial_retransmission"),
+    (QUIC_MIGRATION, "quic_migration"),
 ];
 
 pub fn names(mask: u32) -> impl Iterator<Item = &'static str> {
