@@ -40,6 +40,8 @@ pub struct QuicState {
     client_crypto: CryptoReassembler,
     pub sni: Option<String>,
     pub alpn: Vec<String>,
+    /// A complete ClientHello was read (it may carry no SNI, e.g. DNS over QUIC).
+    pub hello: bool,
     pub initial_packets: [u64; 2],
     pub handshake_packets: [u64; 2],
     pub one_rtt_packets: [u64; 2],
@@ -152,11 +154,12 @@ impl QuicState {
             for (off, data) in open.crypto_data() {
                 self.client_crypto.insert(off, data);
             }
-            if self.sni.is_none() {
+            if !self.hello {
                 if let Some(h) = handshake_messages(self.client_crypto.contiguous())
                     .filter(|m| m.msg_type == 1 && m.complete)
                     .find_map(|m| parse_client_hello(m.bytes))
                 {
+                    self.hello = true;
                     self.sni = h.sni;
                     self.alpn = h.alpn;
                 }

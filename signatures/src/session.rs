@@ -244,7 +244,8 @@ impl Session {
             let Some(q) = f.quic.as_mut() else { return mask };
             let known = (q.scid[0].len(), q.scid[1].len());
             mask |= q.observe(dir, p.ts_ns, p.payload);
-            if q.sni.is_some() && f.sni.is_none() {
+            if q.hello && !f.tls_checked {
+                f.tls_checked = true;
                 f.sni = q.sni.clone();
                 f.alpn = q.alpn.clone();
             }
