@@ -180,6 +180,7 @@ const TCP_FLOW_COLUMNS: &[(&str, DataType)] = &[
     ("retx_delay_p50_ns", DataType::Int64),
     ("retx_delay_max_ns", DataType::Int64),
     ("max_retx_per_segment", DataType::Int64),
+    ("recovery_ns", DataType::Int64),
     ("c2s_out_of_order", DataType::Int64),
     ("s2c_out_of_order", DataType::Int64),
     ("c2s_reordered", DataType::Int64),
@@ -204,7 +205,7 @@ const TCP_FLOW_COLUMNS: &[(&str, DataType)] = &[
 ];
 
 /// The path to the client is what a server-side capture measures: server data acked by the client.
-fn tcp_values(f: &Flow) -> Option<[Option<i64>; 41]> {
+fn tcp_values(f: &Flow) -> Option<[Option<i64>; 42]> {
     let t = f.tcp.as_ref()?;
     let s: &TcpFlowStats = &t.stats;
     let to_client = &t.dir[1].rtt;
@@ -230,6 +231,7 @@ fn tcp_values(f: &Flow) -> Option<[Option<i64>; 41]> {
         s.retx_delays_ns.percentile(50.0),
         s.retx_delays_ns.max,
         n(u64::from(s.max_retx_per_segment)),
+        Some(s.recovery_ns),
         n(s.out_of_order[0]),
         n(s.out_of_order[1]),
         n(s.reordered[0]),
@@ -458,7 +460,7 @@ pub fn flows_batch(flows: &[Flow], capture_id: &str, files: &[String], cid_seed:
         columns.push(Arc::new(UInt8Array::from_iter(flows.iter().map(|f| f.dir[d].wscale))));
     }
     columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| f.tcp.as_ref().map(|t| t.vantage.name())))));
-    let tcp: Vec<Option<[Option<i64>; 41]>> = flows.iter().map(tcp_values).collect();
+    let tcp: Vec<Option<[Option<i64>; 42]>> = flows.iter().map(tcp_values).collect();
     for i in 0..TCP_FLOW_COLUMNS.len() {
         columns.push(Arc::new(Int64Array::from_iter(tcp.iter().map(|v| v.and_then(|v| v[i])))));
     }

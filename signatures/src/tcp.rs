@@ -30,6 +30,16 @@ const MAX_HOLES: usize = 64;
 /// retransmission (that needs at least a round trip to the sender): it is reordering.
 const REORDER_RTT_SHARE: f64 = 0.5;
 
+/// The sending direction's state and its peer's, both mutable.
+fn sender_and_peer(dirs: &mut [DirSeq; 2], dir: usize) -> (&mut DirSeq, &mut DirSeq) {
+    let (a, b) = dirs.split_at_mut(1);
+    if dir == 0 {
+        (&mut a[0], &mut b[0])
+    } else {
+        (&mut b[0], &mut a[0])
+    }
+}
+
 fn gt(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
 }
@@ -87,6 +97,7 @@ pub struct DirSeq {
     pub est: Estimator,
     pub rtt: Samples,
     recovery: Option<(RecoveryKind, u32)>,
+    recovery_since: Option<i64>,
     tsvals: VecDeque<(u32, i64)>,
     last_tsval: Option<u32>,
     /// Sequence ranges skipped by this direction (seen as `lost_segment`), with when the hole
@@ -115,6 +126,7 @@ impl Default for DirSeq {
             est: Estimator::default(),
             rtt: Samples::default(),
             recovery: None,
+            recovery_since: None,
             tsvals: VecDeque::new(),
             last_tsval: None,
             holes: VecDeque::new(),
@@ -147,6 +159,7 @@ pub struct TcpFlowStats {
     /// Most transmissions of one segment beyond the first (tcptrace's "max # retrans").
     pub max_retx_per_segment: u32,
     pub retx_delays_ns: Samples,
+    /// Time spent in loss recovery (RTO, fast or TLP episodes), both directions.
     pub recovery_ns: i64,
     pub syn_retx: u32,
     pub synack_retx: u32,
@@ -232,13 +245,7 @@ impl TcpState {
         let (seq, ack, flags, window, seglen, now) = (t.seq, t.ack, t.flags, u32::from(t.window), pk.seglen, pk.ts_ns);
         let syn_fin = flags & (TCP_SYN | TCP_FIN) != 0;
         let sfr = TCP_SYN | TCP_FIN | TCP_RST;
-        let (fwd, rev) = if pk.dir == 0 {
-            let (a, b) = self.dir.split_at_mut(1);
-            (&mut a[0], &mut b[0])
-        } else {
-            let (a, b) = self.dir.split_at_mut(1);
-            (&mut b[0], &mut a[0])
-        };
+        let (fwd, rev) = sender_and_peer(&mut self.dir, pk.dir);
         let mut ta = 0u32;
 
         // --- Wireshark's tcp_analyze_sequence_number, in its order -----------------------
@@ -375,7 +382,10 @@ impl TcpState {
                 None
             };
             match (kind, fwd.recovery) {
-                (Some(k), None) => fwd.recovery = Some((k, fwd.nextseq)),
+                (Some(k), None) => {
+                    fwd.recovery = Some((k, fwd.nextseq));
+                    fwd.recovery_since = Some(now);
+                }
                 // After a probe, the RTO or fast recovery that follows takes the episode over.
                 (Some(k), Some((RecoveryKind::Tlp, point))) if k != RecoveryKind::Tlp => fwd.recovery = Some((k, point)),
                 _ => {}
@@ -410,13 +420,7 @@ impl TcpState {
         }
 
         // --- finished_checking_retransmission_type: state updates ------------------------
-        let (fwd, rev) = if pk.dir == 0 {
-            let (a, b) = self.dir.split_at_mut(1);
-            (&mut a[0], &mut b[0])
-        } else {
-            let (a, b) = self.dir.split_at_mut(1);
-            (&mut b[0], &mut a[0])
-        };
+        let (fwd, rev) = sender_and_peer(&mut self.dir, pk.dir);
         let nextseq = seq.wrapping_add(seglen).wrapping_add(u32::from(syn_fin));
         let highest = if fwd.nextseq == 0 || gt(nextseq, fwd.nextseq) { nextseq } else { fwd.nextseq };
         let bif = if rev.lastack != 0 { highest.wrapping_sub(rev.lastack) } else { 0 };
@@ -545,6 +549,10 @@ impl TcpState {
             if let Some((_, point)) = rev.recovery {
                 if !lt(ack, point) {
                     rev.recovery = None;
+                    // Recovery lasts from the episode's first resend to the ACK that ends it.
+                    if let Some(since) = rev.recovery_since.take() {
+                        self.stats.recovery_ns += now - since;
+                    }
                 }
             }
         }
