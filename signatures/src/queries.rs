@@ -12,13 +12,32 @@ use crate::tags;
 pub struct Charges {
     /// (signature, delay) in the order they struck; one entry per occurrence.
     pub items: Vec<(&'static str, i64)>,
+    /// Per item: the repair of a loss of the server's data (a policer's drop, if the flow was policed).
+    server_loss: Vec<bool>,
 }
 
 impl Charges {
     fn add(&mut self, sig: &'static str, delay: i64) {
         self.items.push((sig, delay));
+        self.server_loss.push(false);
+    }
+    /// One charge per episode: repeats of a SYN or SYN-ACK each measure from the first copy, so
+    /// the latest repeat's delay is the episode's whole cost.
+    fn set_episode(&mut self, sig: &'static str, delay: i64) {
+        match self.items.iter_mut().find(|(s, _)| *s == sig) {
+            Some(item) => item.1 = item.1.max(delay),
+            None => self.add(sig, delay),
+        }
+    }
+    fn add_server_loss(&mut self, sig: &'static str, delay: i64) {
+        self.items.push((sig, delay));
+        self.server_loss.push(true);
     }
 }
+
+/// Queueing above the path's minimum RTT smaller than this is not charged (docs/signatures.md's
+/// bufferbloat excess).
+const QUEUE_MIN_NS: i64 = 20_000_000;
 
 #[derive(Debug, Clone, Default)]
 pub struct Query {
@@ -37,6 +56,8 @@ pub struct Query {
     pub retransmissions: u64,
     pub charges: Charges,
     response_end_seq: Option<u32>,
+    /// The first RTT sample towards the client after the response began: the queue it met.
+    response_rtt_ns: Option<i64>,
 }
 
 impl Query {
@@ -71,6 +92,13 @@ pub struct Seen {
     pub retx_delay_ns: Option<i64>,
     /// The packet is the server's SYN-ACK.
     pub synack: bool,
+    /// RTT sample towards the client this (client) packet gave, and the flow's minimum so far.
+    pub rtt_ns: Option<i64>,
+    pub rtt_min_ns: Option<i64>,
+    /// A retransmission inside a recovery episode that began with a tail loss.
+    pub tail_episode: bool,
+    /// A reordered segment: how long the hole it filled was open.
+    pub reorder_ns: Option<i64>,
 }
 
 impl QueryTracker {
@@ -83,6 +111,9 @@ impl QueryTracker {
         if s.c2s && s.new_data > 0 {
             let responded = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
             if self.current.is_none() || responded {
+                if let Some(q) = self.current.as_mut() {
+                    late_ack(q, s);
+                }
                 self.close();
                 let mut q = Query { index: self.next_index, start_ns: s.ts_ns, ..Query::default() };
                 self.next_index += 1;
@@ -102,10 +133,15 @@ impl QueryTracker {
                 q.request_bytes += u64::from(s.new_data);
                 q.request_packets += 1;
             }
+            // The first ACK covering the response's end delivers it; later ones (the ACK of the
+            // server's FIN, window updates) say nothing more about this response.
             if let (Some(ack), Some(end)) = (s.ack, q.response_end_seq) {
-                if (ack.wrapping_sub(end) as i32) >= 0 {
+                if q.acked_ns.is_none() && (ack.wrapping_sub(end) as i32) >= 0 {
                     q.acked_ns = Some(s.ts_ns);
                 }
+            }
+            if q.first_byte_ns.is_some() && q.response_rtt_ns.is_none() {
+                q.response_rtt_ns = s.rtt_ns;
             }
         } else if s.new_data > 0 {
             q.first_byte_ns.get_or_insert(s.ts_ns);
@@ -123,9 +159,9 @@ impl QueryTracker {
     /// carries that cost, so it is not charged twice.
     fn charge_setup(&mut self, s: &Seen) {
         if s.tags & tags::SYN_RETRANSMISSION != 0 && !self.synack_sent {
-            self.pending_setup.add("syn_loss", s.retx_delay_ns.unwrap_or(0));
+            self.pending_setup.set_episode("syn_loss", s.retx_delay_ns.unwrap_or(0));
         } else if s.tags & tags::SYNACK_RETRANSMISSION != 0 {
-            self.pending_setup.add("synack_loss", s.retx_delay_ns.unwrap_or(0));
+            self.pending_setup.set_episode("synack_loss", s.retx_delay_ns.unwrap_or(0));
         }
         if s.synack {
             self.synack_sent = true;
@@ -137,13 +173,52 @@ impl QueryTracker {
             self.done.push(q);
         }
     }
+
+    /// Flow-level verdicts, once the flow ended (after `close`): a policed flow's losses of server
+    /// data were the policer's; a bloated flow's queries are charged the queue they met (their
+    /// response's first RTT sample above the path's minimum; the first query also its handshake's).
+    pub fn flow_verdicts(&mut self, policed: bool, bufferbloat: bool, base_rtt_ns: Option<i64>, handshake_rtt_ns: Option<i64>) {
+        for q in self.done.iter_mut() {
+            if policed {
+                for (item, loss) in q.charges.items.iter_mut().zip(&q.charges.server_loss) {
+                    if *loss {
+                        item.0 = "policing";
+                    }
+                }
+            }
+            if let (true, Some(base)) = (bufferbloat, base_rtt_ns) {
+                let setup = if q.index == 0 { handshake_rtt_ns } else { None };
+                for rtt in [setup, q.response_rtt_ns].into_iter().flatten() {
+                    if rtt - base >= QUEUE_MIN_NS {
+                        q.charges.add("bufferbloat", rtt - base);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The client's next request acknowledges the previous response: its own ACK was lost (or
+/// delayed into the request). It was delivered about a minimum RTT after its last byte left.
+fn late_ack(q: &mut Query, s: &Seen) {
+    if q.acked_ns.is_some() || q.first_byte_ns.is_none() {
+        return;
+    }
+    if let (Some(ack), Some(end)) = (s.ack, q.response_end_seq) {
+        if (ack.wrapping_sub(end) as i32) >= 0 {
+            q.acked_ns = Some(match (q.last_byte_ns, s.rtt_min_ns) {
+                (Some(last), Some(rtt)) => (last + rtt).min(s.ts_ns),
+                _ => s.ts_ns,
+            });
+        }
+    }
 }
 
 fn charge(q: &mut Query, s: &Seen) {
     let delay = s.retx_delay_ns.unwrap_or(0);
     if s.retx_delay_ns.is_some() && s.tags & (tags::SYN_RETRANSMISSION | tags::SYNACK_RETRANSMISSION) == 0 {
         q.retransmissions += 1;
-        let sig = if s.tags & tags::TAIL_LOSS != 0 {
+        let sig = if s.tags & tags::TAIL_LOSS != 0 || s.tail_episode {
             "tail_loss"
         } else if s.tags & tags::RETX_RTO != 0 {
             "rto"
@@ -156,10 +231,15 @@ fn charge(q: &mut Query, s: &Seen) {
         } else {
             "retransmission"
         };
-        q.charges.add(sig, delay);
+        let repair = !matches!(sig, "spurious_retransmission") && s.tags & tags::RETX_NETWORK_DUPLICATE == 0;
+        if !s.c2s && repair {
+            q.charges.add_server_loss(sig, delay);
+        } else {
+            q.charges.add(sig, delay);
+        }
     }
     if s.tags & tags::REORDERED != 0 {
-        q.charges.add("reordering", 0);
+        q.charges.add("reordering", s.reorder_ns.unwrap_or(0));
     }
     if s.tags & tags::ZERO_WINDOW != 0 {
         q.charges.add("zero_window", 0);

@@ -97,6 +97,8 @@ pub struct DirSeq {
     pub est: Estimator,
     pub rtt: Samples,
     recovery: Option<(RecoveryKind, u32)>,
+    /// The current recovery episode began with a tail loss.
+    tail_episode: bool,
     recovery_since: Option<i64>,
     tsvals: VecDeque<(u32, i64)>,
     last_tsval: Option<u32>,
@@ -126,6 +128,7 @@ impl Default for DirSeq {
             est: Estimator::default(),
             rtt: Samples::default(),
             recovery: None,
+            tail_episode: false,
             recovery_since: None,
             tsvals: VecDeque::new(),
             last_tsval: None,
@@ -327,6 +330,7 @@ impl TcpState {
         // a retransmission could be (half the path's minimum RTT), else it was lost upstream.
         let not_advanced = ta & (OUT_OF_ORDER | RETRANSMISSION) != 0 && ta & SPURIOUS_RETRANSMISSION == 0;
         let mut is_retx = ta & RETRANSMISSION != 0;
+        let mut reorder_ns = None;
         if not_advanced {
             let local = self.vantage.local_dir() == Some(pk.dir);
             let hole_age = take_hole(fwd, seq, seglen, now);
@@ -344,6 +348,7 @@ impl TcpState {
             if reordered {
                 is_retx = false;
                 ta |= REORDERED;
+                reorder_ns = hole_age;
                 if let Some(age) = hole_age {
                     self.stats.reorder_extent_max_ns = self.stats.reorder_extent_max_ns.max(age);
                 }
@@ -368,6 +373,7 @@ impl TcpState {
                 let nothing_above = le(rev.lastack, seq) && rev.sack_high.is_none_or(|h| le(h, rev.lastack));
                 if nothing_above {
                     ta |= TAIL_LOSS;
+                    fwd.tail_episode = true;
                     self.stats.tail_losses += 1;
                     self.stats.tail_loss_delay_ns += now - first_ts;
                 }
@@ -549,6 +555,7 @@ impl TcpState {
             if let Some((_, point)) = rev.recovery {
                 if !lt(ack, point) {
                     rev.recovery = None;
+                    rev.tail_episode = false;
                     // Recovery lasts from the episode's first resend to the ACK that ends it.
                     if let Some(since) = rev.recovery_since.take() {
                         self.stats.recovery_ns += now - since;
@@ -617,6 +624,10 @@ impl TcpState {
             tags: ta,
             retx_delay_ns: out.retx_delay_ns,
             synack: pk.dir == 1 && flags & (TCP_SYN | TCP_ACK) == TCP_SYN | TCP_ACK,
+            rtt_ns: if pk.dir == 0 { out.rtt_ns } else { None },
+            rtt_min_ns: self.dir[1].rtt.min,
+            tail_episode: out.retx_delay_ns.is_some() && ta & TAIL_LOSS == 0 && self.dir[pk.dir].tail_episode,
+            reorder_ns,
         });
         out.tags = ta;
         out
@@ -661,6 +672,8 @@ impl TcpState {
         let p = |q: f64| to_client.percentile(q);
         self.verdicts = self.path.finish(end_ns, min_rtt, &p);
         self.queries.close();
+        let v = &self.verdicts;
+        self.queries.flow_verdicts(v.policed, v.bufferbloat, min_rtt, self.stats.handshake_rtt_ns);
         self.release();
     }
 
