@@ -15,8 +15,9 @@ const BLOAT_MIN_CORR: f64 = 0.6;
 /// ... or a standing queue: median RTT ≥ 1.5 × the path's minimum (and 20 ms more).
 const BLOAT_STANDING_RATIO: f64 = 1.5;
 const BLOAT_MIN_SAMPLES: usize = 10;
-/// ... or the inflation persists across consecutive samples (lag-1 autocorrelation).
-const BLOAT_MIN_AUTOCORR: f64 = 0.5;
+/// The self-inflicted rule's weaker persistence requirement (its correlation with bytes in flight
+/// carries most of the evidence).
+const BLOAT_SELF_MIN_AUTOCORR: f64 = 0.3;
 
 /// Policing: enough losses, losses where the token bucket would be empty, passes where it would
 /// not, and no queue building up before losses (a policer drops, a queue delays).
@@ -150,7 +151,6 @@ impl Pathology {
         };
         // Self-inflicted: the RTT spreads and rises with our own bytes in flight.
         let mut self_inflicted = false;
-        let mut queued = false;
         if self.pairs.len() >= BLOAT_MIN_SAMPLES {
             let mut rtts: Vec<i64> = self.pairs.iter().map(|p| p.0).collect();
             rtts.sort_unstable();
@@ -160,12 +160,14 @@ impl Pathology {
             let corr = spearman(&self.pairs);
             v.rtt_inflight_corr = corr;
             let inflated = p10 > 0 && p95 as f64 >= BLOAT_RATIO * p10 as f64 && p95 - p10 >= BLOAT_EXCESS_NS;
-            self_inflicted = inflated && corr.is_some_and(|c| c >= BLOAT_MIN_CORR);
-            // Waiting behind a queue others built: the delay persists from one packet to the next
-            // (a queue drains at line rate), where jitter changes packet by packet.
-            queued = inflated && lag1_autocorr(&self.pairs).is_some_and(|a| a >= BLOAT_MIN_AUTOCORR);
+            // Jitter can correlate with a growing window by chance; a queue also persists from
+            // one sample to the next.
+            let autocorr = lag1_autocorr(&self.pairs);
+            self_inflicted = inflated
+                && corr.is_some_and(|c| c >= BLOAT_MIN_CORR)
+                && autocorr.is_some_and(|a| a >= BLOAT_SELF_MIN_AUTOCORR);
         }
-        v.bufferbloat = self_inflicted || standing || queued;
+        v.bufferbloat = self_inflicted || standing;
     }
 
     fn policing(&self, v: &mut Verdicts, min_rtt: Option<i64>, rtt_p: &dyn Fn(f64) -> Option<i64>) {

@@ -388,6 +388,8 @@ impl TcpState {
                 None
             };
             match (kind, fwd.recovery) {
+                // A timeout inside fast recovery turns the episode into an RTO one.
+                (Some(RecoveryKind::Rto), Some((RecoveryKind::Fast, point))) => fwd.recovery = Some((RecoveryKind::Rto, point)),
                 (Some(k), None) => {
                     fwd.recovery = Some((k, fwd.nextseq));
                     fwd.recovery_since = Some(now);
@@ -541,6 +543,11 @@ impl TcpState {
                     !le(u.nextseq, ack)
                 }
             });
+            // An ACK riding on new data was held back for that data (a request after think
+            // time): it times the client's application, not the path.
+            if seglen > 0 {
+                sample = None;
+            }
             if let Some((r, bif)) = sample.filter(|s| s.0 >= 0) {
                 rev.est.add(r);
                 rev.rtt.add(r);
@@ -572,7 +579,7 @@ impl TcpState {
                 }
                 fwd.tsvals.push_back((tsval, now));
             }
-            if flags & TCP_ACK != 0 && out.rtt_ns.is_none() {
+            if flags & TCP_ACK != 0 && out.rtt_ns.is_none() && seglen == 0 {
                 if let Some(pos) = rev.tsvals.iter().position(|(v, _)| *v == tsecr) {
                     let (_, sent) = rev.tsvals[pos];
                     rev.tsvals.drain(..=pos);
@@ -782,8 +789,18 @@ fn classify(
     if flags & TCP_SYN != 0 {
         return RETX_RTO; // handshake segments are only ever resent by their timer
     }
+    // The sender's retransmission timer restarts at every send and at every ACK that advances.
+    let timer_start = match (fwd.last_send_ts, rev.last_advance_ts) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let gap = timer_start.map_or(i64::MAX, |t| now - t);
+    let rto = fwd.est.rto();
+    let timer_fired = gap as f64 >= RTO_SHARE * rto as f64;
     let probed = matches!(fwd.recovery, Some((RecoveryKind::Tlp, _)));
     match fwd.recovery {
+        // A recovery that stalled until the timer fired is an RTO from here on.
+        Some((RecoveryKind::Fast, _)) if timer_fired => return RETX_RTO,
         // Later retransmissions of an RTO or fast-recovery episode belong to what started it.
         Some((RecoveryKind::Rto, _)) => return RETX_RTO,
         Some((RecoveryKind::Fast, _)) => return RETX_FAST,
@@ -793,12 +810,6 @@ fn classify(
     if ta & FAST_RETRANSMISSION != 0 {
         return RETX_FAST;
     }
-    // The sender's retransmission timer restarts at every send and at every ACK that advances.
-    let timer_start = match (fwd.last_send_ts, rev.last_advance_ts) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
-    let gap = timer_start.map_or(i64::MAX, |t| now - t);
     let dupacks = rev.dupacknum.max(0);
     let sacked_above = rev.sack_high.is_some_and(|h| gt(h, seq));
     let at_hole = rev.lastack == seq;
@@ -809,8 +820,7 @@ fn classify(
     if prompt && (sacked_above || (at_hole && dupacks >= 2)) {
         return RETX_FAST; // dupACK or SACK driven (RFC 5681, RFC 6675, RFC 8985 RACK)
     }
-    let rto = fwd.est.rto();
-    if gap as f64 >= RTO_SHARE * rto as f64 {
+    if timer_fired {
         return RETX_RTO;
     }
     if probed {

@@ -11,7 +11,7 @@ See tests/lab/README.md for the topology, the impairments and the log formats.
 """
 from .harness import ScenarioResult, lab_available, run_scenario, run_scenarios
 from .proc import LabError
-from .scenarios import SCENARIOS, Scenario, get
+from .scenarios import QUIC_SCENARIOS, SCENARIOS, Scenario, get
 
 __all__ = ["ScenarioResult", "lab_available", "run_scenario", "run_scenarios", "LabError",
-           "SCENARIOS", "Scenario", "get"]
+           "SCENARIOS", "QUIC_SCENARIOS", "Scenario", "get"]

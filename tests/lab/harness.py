@@ -4,7 +4,7 @@
         relay (router ns)   -> READY     # impairments + ground-truth log
         kernel impairments  (tbf / nft)  # if the scenario asks for them
         ping client->server              # topology sanity, before the capture
-        server app (server ns) -> READY
+        server app (server ns) -> READY  # apps.py, or quic_apps.py (QUIC + TLS) for app="quic"
         tcpdump (server eth0)  -> READY
         client app (client ns)  ... exits
         linger, stop tcpdump, stop server, stop relay
@@ -51,6 +51,7 @@ class ScenarioResult:
     kernel_counters: dict = field(default_factory=dict)   # {"client"|"server": {"TcpExt": {...}, "Tcp": {...}}}
     backends: dict = field(default_factory=dict)          # which component did what
     problems: list = field(default_factory=list)          # reasons the run is not trustworthy
+    files: dict = field(default_factory=dict)             # app-specific extras (QUIC: keylog, qlogs, server log)
 
     @classmethod
     def load(cls, meta_path: str | Path) -> "ScenarioResult":
@@ -63,7 +64,8 @@ class ScenarioResult:
         return cls(m["scenario"]["name"], m["scenario"], d, d / f["pcap"], d / f["emulator_log"],
                    d / f["client_log"], meta_path, m.get("duration_s", 0.0), m.get("traffic_s", 0.0),
                    m.get("client_rc"), m.get("capture_stats", {}), m.get("link_stats", {}),
-                   m.get("kernel_counters", {}), m.get("backends", {}), m.get("problems", []))
+                   m.get("kernel_counters", {}), m.get("backends", {}), m.get("problems", []),
+                   {k: d / v for k, v in f.items() if k not in ("pcap", "emulator_log", "client_log")})
 
     @property
     def ok(self) -> bool:
@@ -154,7 +156,13 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
     res = ScenarioResult(sc.name, sc.to_dict(), out, out / f"{sc.name}.pcap",
                          out / f"{sc.name}.emulator.jsonl", out / f"{sc.name}.client.jsonl",
                          out / f"{sc.name}.scenario.json")
-    for p in (res.pcap, res.emulator_log, res.client_log, res.meta):
+    if sc.app == "quic":
+        res.files = {k: out / f"{sc.name}.{suffix}" for k, suffix in
+                     (("keylog", "keys.log"), ("client_qlog", "client.qlog"), ("server_log", "server.jsonl"),
+                      ("server_qlog", "server.qlog"))}
+    elif sc.app != "tcp":
+        raise LabError(f"scenario {sc.name}: unknown app {sc.app!r}")
+    for p in (res.pcap, res.emulator_log, res.client_log, res.meta, *res.files.values()):
         p.unlink(missing_ok=True)
 
     t0 = time.monotonic()
@@ -180,7 +188,7 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
             procs.append(relay)
             relay.wait_ready(10)
 
-            tbf = nft = syn_drop = sampler = None
+            tbf = nft = syn_drop = udp_drop = sampler = None
             if use_tbf:
                 b = sc.bottleneck
                 tbf = impair.TbfBottleneck(topo.router, b.get("dir", "s2c"), b["rate_kbit"], b["queue_bytes"])
@@ -192,14 +200,32 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
                 # inside the server namespace, after the capture point (impair.ServerSynDrop)
                 syn_drop = impair.ServerSynDrop(topo.server, sc.port, **sc.kernel["server_syn_drop"])
                 syn_drop.apply()
-            for k in (tbf, nft, syn_drop):
+            if sc.kernel and sc.kernel.get("server_udp_drop"):
+                # QUIC Initial loss / blocked UDP after the capture point (impair.ServerUdpDrop)
+                udp_drop = impair.ServerUdpDrop(topo.server, sc.port, **sc.kernel["server_udp_drop"])
+                udp_drop.apply()
+            for k in (tbf, nft, syn_drop, udp_drop):
                 if k:
                     extra_records.append({"ts_ns": time.time_ns(), "action": "kernel_impairment", **k.describe()})
 
             topo.wait_reachable(sc.family)
             server_addr = topo.addr("server", sc.family)
-            server = Background(python_module("tests.lab.apps", "server", server_addr, sc.port, sc.cc),
-                                ns=topo.server, name="server", ready=r"^READY")
+            plan_extra: dict = {}
+            if sc.app == "quic":
+                # aioquic server + TLS/TCP fallback on the same port (quic_apps.py); the client
+                # trusts the run's self-signed certificate and writes a key log and a qlog
+                from .quic_apps import make_cert
+                cert, key = make_cert(work)
+                (work / "server.json").write_text(json.dumps(
+                    {"addr": server_addr, "port": sc.port, "cc": sc.cc, "cert": str(cert), "key": str(key),
+                     "log": str(res.files["server_log"]), "qlog": str(res.files["server_qlog"]),
+                     **sc.workload.get("server_options", {})}))
+                server_cmd = python_module("tests.lab.quic_apps", "server", work / "server.json")
+                plan_extra = {"cert": str(cert), "keylog": str(res.files["keylog"]),
+                              "qlog": str(res.files["client_qlog"])}
+            else:
+                server_cmd = python_module("tests.lab.apps", "server", server_addr, sc.port, sc.cc)
+            server = Background(server_cmd, ns=topo.server, name="server", ready=r"^READY")
             procs.append(server)
             ready = server.wait_ready(10)
             if f"cc={sc.cc}" not in ready:
@@ -207,7 +233,7 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
             res.backends["congestion_control"] = sc.cc
 
             plan = {"server": server_addr, "port": sc.port, "family": sc.family, "cc": sc.cc,
-                    "deadline_s": sc.deadline_s, **sc.workload}
+                    "deadline_s": sc.deadline_s, **sc.workload, **plan_extra}
             (work / "plan.json").write_text(json.dumps(plan))
 
             # Drop counters are cumulative since the interfaces were created (a link coming up
@@ -219,7 +245,8 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
             try:
                 sampler = impair.QueueSampler(tbf).start() if tbf else None
                 extra_records.append({"ts_ns": time.time_ns(), "action": "traffic_start"})
-                client = Background(python_module("tests.lab.apps", "client", work / "plan.json", res.client_log),
+                client_mod = "tests.lab.quic_apps" if sc.app == "quic" else "tests.lab.apps"
+                client = Background(python_module(client_mod, "client", work / "plan.json", res.client_log),
                                     ns=topo.client, name="client")
                 procs.append(client)
                 res.client_rc = client.wait(sc.deadline_s + 15)
@@ -242,9 +269,10 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
             if nft:
                 extra_records.append({"ts_ns": time.time_ns(), "action": "kernel_stats", **nft.describe(),
                                       "counters": nft.stats()})
-            if syn_drop:
-                extra_records.append({"ts_ns": time.time_ns(), "action": "kernel_stats", **syn_drop.describe(),
-                                      **syn_drop.stats()})
+            for k in (syn_drop, udp_drop):
+                if k:
+                    extra_records.append({"ts_ns": time.time_ns(), "action": "kernel_stats", **k.describe(),
+                                          **k.stats()})
             for role, ns in (("client", topo.client), ("server", topo.server)):
                 res.kernel_counters[role] = _kernel_counters(ns)
         finally:
@@ -302,7 +330,8 @@ def _meta(res: ScenarioResult) -> dict:
             pass
     return {
         "scenario": res.params,
-        "files": {"pcap": res.pcap.name, "emulator_log": res.emulator_log.name, "client_log": res.client_log.name},
+        "files": {"pcap": res.pcap.name, "emulator_log": res.emulator_log.name, "client_log": res.client_log.name,
+                  **{k: p.name for k, p in res.files.items() if p.exists()}},
         "vantage": "server eth0 (tcpdump)",
         "backends": res.backends,
         "duration_s": res.duration_s, "traffic_s": res.traffic_s, "client_rc": res.client_rc,

@@ -201,6 +201,69 @@ class ServerSynDrop:
         return {"backend": "nft", "where": "server input", "syn_drop": {"every": self.every, "port": self.port}}
 
 
+class ServerUdpDrop:
+    """UDP (QUIC) drops *inside the server namespace*, after the capture point (nftables input
+    hook; tcpdump's AF_PACKET tap sees the datagram first), per client 4-tuple:
+
+    * mode "first": drop the first datagram of every `every`-th 4-tuple (a QUIC client's first
+      Initial), as ServerSynDrop does for SYNs: the capture shows the Initial and, one PTO later,
+      its retransmission, which passes.
+    * mode "all": drop every datagram of every `every`-th 4-tuple: UDP blocked in front of the
+      server (a firewall), so the capture shows the client's Initials and no reply.
+
+    A QUIC client opens a new 4-tuple (source port) per connection attempt, so `every` selects
+    attempts. Ground truth: the 4-tuples are listed after the run (`kernel_stats` record,
+    `dropped`), with the rule counters."""
+
+    TABLE = "tslab_server_udp"
+
+    def __init__(self, ns: str, port: int, every: int = 1, mode: str = "first"):
+        if mode not in ("first", "all"):
+            raise ValueError(f"server_udp_drop mode {mode!r}: first | all")
+        self.ns, self.port, self.every, self.mode = ns, int(port), max(1, int(every)), mode
+
+    def apply(self) -> None:
+        lines = [f"table inet {self.TABLE} {{"]
+        for fam, addr_t in ((4, "ipv4_addr"), (6, "ipv6_addr")):
+            for s in ("seen", "dropped"):
+                lines.append(f"  set {s}{fam} {{ type {addr_t} . inet_service; size 65535; flags dynamic; }}")
+        lines += ["  chain lab_input {", "    type filter hook input priority 0; policy accept;"]
+        for fam, ip in ((4, "ip"), (6, "ip6")):
+            m = f"meta nfproto ipv{fam} udp dport {self.port}"
+            key = f"{ip} saddr . udp sport"
+            if self.mode == "all":
+                # later datagrams of a blocked 4-tuple
+                lines.append(f'    {m} {key} @dropped{fam} counter drop comment "udp_block_v{fam}"')
+            lines.append(f"    {m} {key} @seen{fam} accept")
+            lines.append(f"    {m} add @seen{fam} {{ {key} }} numgen inc mod {self.every} == 0 "
+                         f'add @dropped{fam} {{ {key} }} counter drop comment "udp_first_v{fam}"')
+        lines += ["  }", "}"]
+        run(["nft", "-f", "-"], ns=self.ns, input="\n".join(lines) + "\n")
+
+    def stats(self) -> dict:
+        """{'dropped': [[client_ip, client_port], ...], 'counters': {...}}"""
+        return {"dropped": _nft_set_tuples(self.ns, self.TABLE, "dropped"),
+                "counters": _nft_counters(self.ns, self.TABLE)}
+
+    def describe(self) -> dict:
+        return {"backend": "nft", "where": "server input",
+                "udp_drop": {"every": self.every, "mode": self.mode, "port": self.port}}
+
+
+def _nft_set_tuples(ns: str, table: str, prefix: str) -> list:
+    out = []
+    for fam in (4, 6):
+        cp = run(["nft", "-j", "list", "set", "inet", table, f"{prefix}{fam}"], ns=ns, check=False)
+        try:
+            for item in json.loads(cp.stdout).get("nftables", []):
+                for el in item.get("set", {}).get("elem", []):
+                    val = el.get("elem", {}).get("val", el) if isinstance(el, dict) else el
+                    out.append(list(val["concat"]))
+        except (ValueError, KeyError, TypeError):
+            pass
+    return sorted(out)
+
+
 def _nft_counters(ns: str, table: str) -> dict:
     """{rule comment: {"packets", "bytes"}} of an inet table's counters."""
     cp = run(["nft", "-j", "list", "table", "inet", table], ns=ns, check=False)

@@ -78,7 +78,12 @@ class Rule:
         self.dir = spec.get("dir", {"syn": "c2s", "synack": "s2c"}.get(self.kind, "s2c"))
         self.conn = _as_set(spec.get("conn"))
         self.msg = _as_set(spec.get("msg"))
-        self.nth = _as_set(spec.get("nth", [1]))
+        # syn/synack: which transmissions (default the first); datagram: which datagrams of the
+        # flow in this direction (default all)
+        self.nth = _as_set(spec.get("nth", None if self.kind == "datagram" else [1]))
+        self.udp_flows = _as_set(spec.get("flow"))        # datagram: UDP flow ordinals (default all)
+        self.flow_every = int(spec.get("flow_every", 1))  # datagram: only every n-th UDP flow (0, n, 2n...)
+        self.proto = spec.get("proto")                    # reorder: only "tcp" or "udp" (default both)
         self.index_in_msg = _as_set(spec.get("index"))
         self.count = int(spec.get("count", 1))
         self.transmissions = int(spec.get("transmissions", 1))
@@ -108,6 +113,8 @@ class Rule:
 
     def match_drop(self, pkt: Packet, direction: str, info: SegInfo, mss: int) -> int | None:
         """Return the transmission number dropped (1 = original), or None."""
+        if self.kind == "datagram":
+            return self._match_datagram(pkt, direction, info)
         if not pkt.is_tcp or not self._scope(direction, info):
             return None
         if self.kind in ("syn", "synack"):
@@ -143,8 +150,26 @@ class Rule:
             return 1
         return None
 
+    def _match_datagram(self, pkt: Packet, direction: str, info: SegInfo) -> int | None:
+        """UDP datagram rule: drop datagrams `nth` (1-based, per flow and direction; all if
+        omitted) of the UDP flows selected by `flow` / `flow_every`. Returns the datagram number."""
+        if pkt.is_tcp or direction != self.dir or info.udp_flow is None:
+            return None
+        if self.udp_flows is not None and info.udp_flow not in self.udp_flows:
+            return None
+        if info.udp_flow % max(1, self.flow_every) != 0:
+            return None
+        if self.nth is not None and info.dgram_n not in self.nth:
+            return None
+        if not self._chance():
+            return None
+        self.fired += 1
+        return info.dgram_n
+
     def match_reorder(self, pkt: Packet, direction: str, info: SegInfo) -> bool:
         if self.kind != "reorder" or not self._scope(direction, info):
+            return False
+        if self.proto is not None and pkt.proto_name != self.proto:
             return False
         if pkt.payload_len == 0 or info.retx:
             return False

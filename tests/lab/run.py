@@ -2,6 +2,7 @@
 
     sudo python -m tests.lab.run tail_loss --out /tmp/lab
     sudo python -m tests.lab.run all --out /tmp/lab --parallel 3
+    sudo python -m tests.lab.run quic --out /tmp/lab --parallel 3   # the QUIC scenarios (needs aioquic)
     python -m tests.lab.run --list
     sudo python -m tests.lab.run --cleanup      # remove namespaces of dead runs
 
@@ -15,7 +16,7 @@ import collections
 import sys
 
 from .harness import ScenarioResult, lab_available, run_scenarios
-from .scenarios import SCENARIOS
+from .scenarios import QUIC_SCENARIOS, SCENARIOS
 from .topology import cleanup_stale
 
 _TCP_KEYS = ("TCPSynRetrans", "TCPLossProbes", "TCPLossProbeRecovery", "TCPTimeouts", "TCPFastRetrans",
@@ -29,6 +30,12 @@ def summarize(r: ScenarioResult) -> str:
     lines = [f"{r.name}: {'ok' if r.ok else 'PROBLEMS'}  run {r.duration_s:.2f}s  traffic {r.traffic_s:.2f}s  "
              f"packets captured {r.capture_stats.get('captured')}  requests {len(r.requests())}",
              f"  relay drops: {dict(drops) or '-'}  holds: {holds}  backends: {r.backends}"]
+    if r.params.get("app") == "quic":
+        recs = r.client_records()
+        att = collections.Counter(x.get("outcome") for x in recs if x.get("kind") == "quic_attempt")
+        ses = collections.Counter(f"{x.get('effective')}->{x.get('transport')}" for x in recs
+                                  if x.get("kind") == "session")
+        lines.append(f"  quic attempts: {dict(att) or '-'}  sessions (mode->transport): {dict(ses)}")
     for role in ("server", "client"):
         ext = r.kernel_counters.get(role, {}).get("TcpExt", {})
         got = {k: ext[k] for k in _TCP_KEYS if ext.get(k)}
@@ -41,7 +48,7 @@ def summarize(r: ScenarioResult) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.lab.run", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("scenarios", nargs="*", help="scenario names, or 'all'")
+    ap.add_argument("scenarios", nargs="*", help="scenario names, 'all' (TCP) or 'quic'")
     ap.add_argument("--out", default="lab-out", help="output directory (default: lab-out)")
     ap.add_argument("--parallel", type=int, default=1, help="scenarios to run at once")
     ap.add_argument("--snaplen", type=int, help="override the capture snaplen (bytes)")
@@ -50,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cleanup", action="store_true", help="remove namespaces left by dead runs and exit")
     a = ap.parse_args(argv)
     if a.list:
-        for s in SCENARIOS.values():
-            print(f"{s.name:18s} {s.description}")
+        for s in [*SCENARIOS.values(), *QUIC_SCENARIOS.values()]:
+            print(f"{s.name:20s} {s.description}")
         return 0
     ok, why = lab_available()
     if not ok:
@@ -60,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.cleanup:
         print("\n".join(cleanup_stale()) or "nothing to clean")
         return 0
-    names = list(SCENARIOS) if a.scenarios == ["all"] else a.scenarios
+    names = (list(SCENARIOS) if a.scenarios == ["all"] else list(QUIC_SCENARIOS) if a.scenarios == ["quic"]
+             else a.scenarios)
     if not names:
         ap.error("name at least one scenario (see --list)")
     overrides = {k: v for k, v in (("snaplen", a.snaplen), ("seed", a.seed)) if v is not None}

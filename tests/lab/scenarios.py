@@ -25,6 +25,26 @@ def workload(*connections, parallel: bool = False) -> dict:
     return {"connections": list(connections), "parallel": parallel}
 
 
+def sessions(*groups, gap_s: float = 0.3, handshake_timeout_s: float = 1.0, race_delay_s: float = 0.1,
+             cache_broken: bool = False, server: dict | None = None) -> dict:
+    """QUIC-app workload (quic_apps.py): groups are (count, mode[, resp_bytes[, quic_versions]])
+    run one after the other; sessions are sequential, `gap_s` apart. quic_versions: the versions
+    the client offers (names in quic_apps.VERSIONS). server: server options, {"quic_versions":
+    [...]} (the versions it accepts) or {"quic": False} (no UDP listener: ICMP port unreachable)."""
+    out = []
+    for g in groups:
+        n, mode = g[0], g[1]
+        sess = {"mode": mode, "resp": g[2] if len(g) > 2 else 20000, "req": 300}
+        if len(g) > 3:
+            sess["quic_versions"] = list(g[3])
+        out += [dict(sess) for _ in range(n)]
+    w = {"sessions": out, "gap_s": gap_s, "handshake_timeout_s": handshake_timeout_s,
+         "race_delay_s": race_delay_s, "cache_broken": cache_broken}
+    if server:
+        w["server_options"] = dict(server)
+    return w
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -39,7 +59,8 @@ class Scenario:
     bottleneck: dict | None = None    # {dir, rate_kbit, queue_bytes}: tbf if available, else relay
     bottleneck_backend: str = "auto"  # auto | tbf | relay
     kernel: dict | None = None        # nftables impairments {loss: {pct, dir}, police: {...}} in the router;
-                                      # server_syn_drop {every} in the server, after the capture point
+                                      # server_syn_drop {every}, server_udp_drop {every, mode} in the
+                                      # server, after the capture point
     sysctls: dict = field(default_factory=dict)   # {"client"|"server"|"router": {key: value}}
     cc: str = "cubic"                 # congestion control of client and server sockets
     family: int = 4
@@ -49,6 +70,7 @@ class Scenario:
     ts_precision: str = "micro"       # pcap timestamps: micro | nano
     linger_s: float = 0.4             # after the client exits, so FIN/ACKs are captured
     deadline_s: float = 20.0          # client gives up after this
+    app: str = "tcp"                  # tcp: apps.py (workload: connections) | quic: quic_apps.py (sessions)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -174,10 +196,95 @@ _SCENARIOS = [
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in _SCENARIOS}
 
+# QUIC (quic_apps.py: aioquic + TLS/TCP fallback on port 443, SNI lab.tailscope.test). Kept out of
+# SCENARIOS (the TCP catalogue, run by the smoke tests) because they need aioquic; `get` finds both.
+# Sessions are sequential; a failed QUIC handshake costs the 1 s handshake timeout. Drops "after the
+# capture point" are nftables rules in the server namespace (impair.ServerUdpDrop), so the
+# server-side capture sees the dropped datagram, as for SYN loss (syn_loss_at_server).
+_QUIC = [
+    Scenario(
+        "quic_clean", "QUIC, no impairment, 40 ms RTT: six sessions, each one handshake and one 30 kB response.",
+        sessions((6, "quic_first", 30000)), app="quic", port=443),
+    Scenario(
+        "quic_initial_drop", "The client's first datagram (its first Initial: the ClientHello) of every 2nd QUIC "
+                             "connection is dropped in the server namespace, after the capture: the capture shows "
+                             "it and, one PTO (~200 ms) later, its retransmission, which the server answers. On "
+                             "UDP flows 3, 7 and 11 the relay drops the first Initial instead, before the capture "
+                             "point (invisible at the server, like syn_loss).",
+        sessions((16, "quic_first", 20000), gap_s=0.2), app="quic", port=443,
+        intends=("quic_initial_loss",),
+        rules=({"kind": "datagram", "dir": "c2s", "flow": [3, 7, 11], "nth": [1]},),
+        kernel={"server_udp_drop": {"every": 2, "mode": "first"}}),
+    Scenario(
+        "quic_loss", "2% random loss both ways (seeded) on twelve QUIC sessions with 50 kB responses, and the "
+                     "first datagram of each handshake lost with probability 0.3 each way: the client's "
+                     "ClientHello (before the capture point: invisible) and the server's Initial + ServerHello "
+                     "(the server re-sends its first flight).",
+        sessions((12, "quic_first", 50000), gap_s=0.1), app="quic", port=443,
+        intends=("quic_server_initial_loss",),
+        rules=({"kind": "datagram", "dir": "c2s", "nth": [1], "prob": 0.3},
+               {"kind": "datagram", "dir": "s2c", "nth": [1], "prob": 0.3}),
+        loss={"model": "bernoulli", "p": 0.02, "dir": "both"}, seed=11),
+    Scenario(
+        "quic_reordering", "No loss. Every 5th server datagram held back by 2 datagrams, every 3rd client "
+                           "datagram held 5 ms: QUIC must not see Initial loss or a failed handshake.",
+        sessions((6, "quic_first", 60000)), app="quic", port=443,
+        rules=({"kind": "reorder", "dir": "s2c", "every": 5, "by_packets": 2, "proto": "udp"},
+               {"kind": "reorder", "dir": "c2s", "every": 3, "by_ms": 5, "proto": "udp"})),
+    Scenario(
+        "quic_udp_blocked", "All UDP to the server dropped in its namespace (a firewall in front of it, after "
+                            "the capture): the capture shows the client's Initials and no reply; after the 1 s "
+                            "handshake timeout each session falls back to TLS over TCP. The last session is "
+                            "QUIC-only (no fallback).",
+        sessions((4, "quic_first", 20000), (1, "quic_only"), gap_s=0.5), app="quic", port=443,
+        intends=("quic_no_server_reply", "fallback"),
+        kernel={"server_udp_drop": {"every": 1, "mode": "all"}}),
+    Scenario(
+        "quic_reply_blocked", "Every datagram from the server on every 2nd QUIC connection dropped by the relay "
+                              "(the server answers, the client never hears it): no client handshake, the server "
+                              "re-sends its first flight, the client falls back to TCP after 1 s.",
+        sessions((8, "quic_first", 20000), gap_s=0.5), app="quic", port=443,
+        intends=("quic_no_client_handshake", "quic_server_initial_loss", "fallback"),
+        rules=({"kind": "datagram", "dir": "s2c", "flow_every": 2},)),
+    Scenario(
+        "quic_udp_closed", "Nothing listens on UDP 443: the server's kernel answers each Initial with ICMP port "
+                           "unreachable, the client (a connected UDP socket, as browsers use) gives up at once and "
+                           "falls back to TLS over TCP within a round trip.",
+        sessions((4, "quic_first", 20000), gap_s=0.5, server={"quic": False}), app="quic", port=443,
+        intends=("quic_no_server_reply", "fallback")),
+    Scenario(
+        "quic_version_mismatch", "The server speaks QUIC v1 only. Sessions 0-2 offer v2 only: Version "
+                                 "Negotiation, no common version, the client falls back to TCP at once. Sessions "
+                                 "3-5 offer v2 then v1: Version Negotiation, then a v1 handshake that completes.",
+        sessions((3, "quic_first", 20000, ["v2"]), (3, "quic_first", 20000, ["v2", "v1"]), gap_s=0.5,
+                 server={"quic_versions": ["v1"]}), app="quic", port=443,
+        intends=("quic_version_negotiation_failed", "fallback")),
+    Scenario(
+        "quic_race", "Browser race: TCP starts 150 ms after QUIC without waiting (RTT 200 ms, so QUIC is not "
+                     "done yet); the first handshake to finish wins. UDP of every 2nd QUIC connection dropped in the "
+                     "server namespace: TCP wins those; elsewhere QUIC wins (~205 ms) and the TCP is cancelled in "
+                     "SYN_SENT (its SYN-ACK is due at ~350 ms), so it never sends a ClientHello.",
+        sessions((6, "race", 20000), gap_s=0.5, race_delay_s=0.15), app="quic", port=443, delay_ms=100,
+        intends=("race",),
+        kernel={"server_udp_drop": {"every": 2, "mode": "all"}}),
+    Scenario(
+        "quic_cached_broken", "UDP to the server blocked (server namespace); the client remembers the failed QUIC "
+                              "attempt: session 0 falls back after the 1 s timeout, sessions 1-4 go straight to TCP.",
+        sessions((5, "quic_first", 20000), gap_s=0.5, cache_broken=True), app="quic", port=443,
+        intends=("fallback", "cached_broken"),
+        kernel={"server_udp_drop": {"every": 1, "mode": "all"}}),
+    Scenario(
+        "quic_mixed_fallback", "Eight sessions, UDP of every 2nd QUIC connection blocked in the server namespace: "
+                               "sessions 0, 2, 4, 6 fall back to TCP after the 1 s timeout, 1, 3, 5, 7 stay on QUIC.",
+        sessions((8, "quic_first", 20000), gap_s=0.5), app="quic", port=443,
+        intends=("fallback",),
+        kernel={"server_udp_drop": {"every": 2, "mode": "all"}}),
+]
+QUIC_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _QUIC}
+
 
 def get(name: str, **overrides) -> Scenario:
-    try:
-        sc = SCENARIOS[name]
-    except KeyError:
-        raise KeyError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}") from None
+    sc = SCENARIOS.get(name) or QUIC_SCENARIOS.get(name)
+    if sc is None:
+        raise KeyError(f"unknown scenario {name!r}; known: {', '.join([*SCENARIOS, *QUIC_SCENARIOS])}")
     return sc.replace(**overrides) if overrides else sc

@@ -89,6 +89,8 @@ class Conn:
     synack_seen: int = 0
     streams: dict = field(default_factory=lambda: {"c2s": Stream(), "s2c": Stream()})
     closed: bool = False
+    udp_index: int | None = None    # UDP flows: ordinal among the relay's UDP flows (0-based)
+    datagrams: dict = field(default_factory=lambda: {"c2s": 0, "s2c": 0})
 
 
 @dataclass
@@ -104,9 +106,14 @@ class SegInfo:
     msg_last: bool = False          # segment ends exactly at its message's end
     msg_remaining: int | None = None  # bytes of the message after this segment
     mss: int = 0                    # largest payload seen in this direction (not logged)
+    udp_flow: int | None = None     # UDP: ordinal of the flow among UDP flows (0-based)
+    dgram_n: int | None = None      # UDP: 1-based datagram number in this direction of the flow
+    quic: str | None = None         # UDP: QUIC header of the datagram's first packet (quic_first_type)
 
     def as_log(self) -> dict:
         d = {"conn": self.conn, "rel_seq": self.rel_seq, "rel_ack": self.rel_ack}
+        if self.udp_flow is not None:
+            d.update({"udp_flow": self.udp_flow, "dgram_n": self.dgram_n, "quic": self.quic})
         if self.syn_n is not None:
             d["syn_n"] = self.syn_n
         if self.rel_seq is not None and self.conn is not None:
@@ -119,10 +126,32 @@ class SegInfo:
         return d
 
 
+def quic_first_type(payload: bytes) -> str | None:
+    """The unprotected part of a QUIC header (RFC 8999/9000/9369): the long-header packet type of
+    the datagram's first packet (`initial`, `0rtt`, `handshake`, `retry`), `vn` (version 0),
+    `short` (1-RTT), or None when the datagram does not look like QUIC. Header protection masks
+    only the low bits of the first byte, so this needs no keys."""
+    if len(payload) < 1:
+        return None
+    b = payload[0]
+    if not b & 0x80:
+        return "short" if b & 0x40 else None
+    if len(payload) < 5:
+        return None
+    version = int.from_bytes(payload[1:5], "big")
+    if version == 0:
+        return "vn"
+    ty = (b >> 4) & 0x03
+    if version == 0x6B3343CF:    # QUIC v2 (RFC 9369) rotates the type codes
+        return ("retry", "initial", "0rtt", "handshake")[ty]
+    return ("initial", "0rtt", "handshake", "retry")[ty]
+
+
 class FlowTable:
     def __init__(self):
         self.conns: dict[tuple, Conn] = {}
         self.count = 0
+        self.udp_count = 0
 
     def classify(self, pkt: Packet, direction: str, raw: bytes) -> SegInfo:
         if pkt.sport is None or direction not in ("c2s", "s2c"):
@@ -135,7 +164,12 @@ class FlowTable:
         if not pkt.is_tcp:
             if conn is None:
                 conn = self._new(key, "udp")
-            return SegInfo(conn=conn.index)
+                conn.udp_index = self.udp_count
+                self.udp_count += 1
+            conn.datagrams[direction] += 1
+            payload = raw[pkt.payload_off:pkt.payload_off + min(pkt.payload_len, 8)] if pkt.payload_off else b""
+            return SegInfo(conn=conn.index, udp_flow=conn.udp_index, dgram_n=conn.datagrams[direction],
+                           quic=quic_first_type(payload) if pkt.proto_name == "udp" else None)
 
         syn_only = pkt.syn and not pkt.ackf
         if syn_only and (conn is None or (conn.closed and conn.streams["c2s"].isn != pkt.seq)):
