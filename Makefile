@@ -18,6 +18,7 @@ system-deps:
 	scripts/install-system-deps.sh
 	scripts/install-lab-deps.sh
 	CARGO_JOBS=2 scripts/install-agent-deps.sh
+	scripts/install-report-deps.sh
 
 demo: setup
 	rm -rf $(DEMO_OUT)

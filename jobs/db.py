@@ -17,6 +17,10 @@ from tailscope.jobs.enrich import enriched_schema
 
 TABLES = ("packets", "flows", "queries", "events", "files")
 DB_NAME = "tailscope.duckdb"
+# Readers bundle their own DuckDB: Grafana's DuckDB plugin (motherduck-duckdb-datasource 0.4.x)
+# ships DuckDB 1.5, which cannot open a file in a newer storage format. The database holds only
+# views and macros, so the oldest 1.x format costs nothing (dashboards/README.md).
+STORAGE_COMPATIBILITY = "v1.0.0"
 
 
 class DatasetError(Exception):
@@ -64,7 +68,7 @@ def build(dataset: Path, db_path: Path | None = None) -> Path:
     tmp = db_path.with_name(f".{db_path.name}.{os.getpid()}.tmp")
     if tmp.exists():
         tmp.unlink()
-    con = duckdb.connect(str(tmp))
+    con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_COMPATIBILITY})
     try:
         sources = {}
         for table in TABLES:

@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "tailscope.jobs.cli_analyze",
     "tailscope.jobs.cli_db",
     "tailscope.jobs.cli_stats",
+    "tailscope.jobs.cli_report",
     "tailscope.capture.cli",
 ]
 

@@ -1,0 +1,721 @@
+"""`tailscope report`: the weekly root-cause report, as self-contained HTML and as Markdown.
+
+    paths = write_report(Path("ds"), Path("reports"), ReportOptions(week="2026-W47"))
+
+The numbers come from the DuckDB views of sql/ (facts, marts and canned questions, built into a
+temporary database) and from `tailscope stats` (the field-study tables); definitions are those of
+docs/stats.md and sql/README.md. Sections, in order (SECTIONS): summary, the field-study tables,
+p99 by carrier with the signatures that make each carrier's tail and the delay charged to them,
+p99 by hexagon (the same per carrier and cell), a hexagon map, week-over-week deltas, the worst
+flows with their ids for drill-down, data quality. Plots are inline SVG (jobs/report_svg.py): the
+HTML loads nothing from anywhere. The Markdown carries the same tables without the plots.
+Also written: hexagons-<week>.geojson, the week's cells with their p99 (a Grafana GeoJSON layer
+can draw it; dashboards/README.md).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tailscope.jobs import report_svg as svg
+from tailscope.jobs.stats import WEEK_RE, Slice, compute_stats, fmt_duration, fmt_share
+
+SECTIONS = [
+    ("summary", "Summary"),
+    ("field-study", "Field-study tables"),
+    ("carriers", "p99 by carrier"),
+    ("hexagons", "p99 by hexagon"),
+    ("map", "Hexagon map"),
+    ("week-over-week", "Week-over-week"),
+    ("worst-flows", "Worst flows"),
+    ("data-quality", "Data quality"),
+]
+PSEUDO = ("(connection setup)", "(none)")
+
+
+class ReportError(ValueError):
+    """A report that cannot be made (the message says why)."""
+
+
+@dataclass
+class ReportOptions:
+    week: str | None = None          # ISO week 'YYYY-Www'; None = the latest week with flows
+    top: int = 15                    # rows of the hexagon and worst-flow tables
+    signatures: int = 3              # top signatures shown per carrier / hexagon
+    min_queries: int = 1             # hexagons with fewer complete queries are not ranked
+    grafana_url: str | None = None   # e.g. http://grafana:3000: flow ids link to the flow dashboard
+    db: Path | None = None           # query this database instead of building a temporary one
+
+
+@dataclass
+class ReportPaths:
+    html: Path
+    markdown: Path
+    geojson: Path
+    week: str
+    empty: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------------
+# collecting the numbers
+
+
+def _rows(con, sql: str, params=()) -> list[dict]:
+    cur = con.execute(sql, list(params))
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def _week_days(week: str) -> tuple[str, str]:
+    monday = dt.date.fromisocalendar(int(week[:4]), int(week[6:8]), 1)
+    return monday.isoformat(), (monday + dt.timedelta(days=6)).isoformat()
+
+
+def _previous_week(week: str) -> str:
+    monday = dt.date.fromisocalendar(int(week[:4]), int(week[6:8]), 1) - dt.timedelta(days=7)
+    y, w, _ = monday.isocalendar()
+    return f"{y}-W{w:02d}"
+
+
+def _top_signatures(rows: list[dict], key: tuple, n: int) -> dict[tuple, list[dict]]:
+    """Per key: the signatures charged the most delay in the tail (pseudo-signature '(none)' left
+    out: it has no delay), heaviest first."""
+    out: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["signature"] == "(none)" or not r["tail_with"]:
+            continue
+        out.setdefault(tuple(r[k] for k in key), []).append(r)
+    for k, v in out.items():
+        v.sort(key=lambda r: (-(r["tail_delay_ms"] or 0), -(r["tail_rate"] or 0), r["signature"]))
+        out[k] = v[:n]
+    return out
+
+
+def collect(dataset: Path, options: ReportOptions) -> dict:
+    """Every number of the report, as plain data (rendered by render_html / render_markdown)."""
+    import duckdb
+    from tailscope.jobs.db import DatasetError, build
+
+    dataset = Path(dataset)
+    if options.week is not None and not WEEK_RE.match(options.week):
+        raise ReportError(f"week {options.week!r}: expected YYYY-Www, e.g. 2026-W47")
+    with tempfile.TemporaryDirectory(prefix="tailscope-report-") as tmp:
+        if options.db:
+            db_path = Path(options.db)
+            if not db_path.is_file():
+                raise ReportError(f"{db_path}: no such database")
+        else:
+            try:
+                db_path = build(dataset, Path(tmp) / "report.duckdb")
+            except DatasetError as exc:
+                raise ReportError(str(exc)) from exc
+        try:
+            con = duckdb.connect(str(db_path), read_only=True)
+        except duckdb.Error as exc:
+            raise ReportError(f"{db_path}: {exc}") from exc
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            return _collect(con, dataset, options)
+        except duckdb.Error as exc:
+            raise ReportError(f"{db_path}: {exc} (a database built by an older tailscope? rebuild it with `tailscope db`)") from exc
+        finally:
+            con.close()
+
+
+def _collect(con, dataset: Path, options: ReportOptions) -> dict:
+    weeks = [r["week"] for r in _rows(con, "SELECT DISTINCT week FROM flow_facts WHERE week IS NOT NULL ORDER BY week")]
+    week = options.week or (weeks[-1] if weeks else None)
+    if week is None:
+        raise ReportError(f"{dataset}: the dataset has no flows")
+    prev = _previous_week(week)
+    first_day, last_day = _week_days(week)
+    d: dict = {
+        "dataset": str(dataset), "week": week, "previous_week": prev, "first_day": first_day, "last_day": last_day,
+        "weeks": weeks, "has_week": week in weeks, "has_previous": prev in weeks,
+        "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "options": options,
+    }
+    totals = {r["week"]: r for r in _rows(con, "SELECT * EXCLUDE (period_start) FROM mart_week WHERE week IN (?, ?)", [week, prev])}
+    d["totals"], d["totals_prev"] = totals.get(week), totals.get(prev)
+
+    # field-study tables (tailscope stats), this week overall, by carrier, and last week overall
+    d["stats"] = compute_stats(dataset, Slice(week=[week])) if d["has_week"] else None
+    d["stats_by_carrier"] = compute_stats(dataset, Slice(week=[week]), by="carrier") if d["has_week"] else None
+    d["stats_prev"] = compute_stats(dataset, Slice(week=[prev])) if d["has_previous"] else None
+
+    # carriers: p50/p95/p99, last week's, and the signatures of each carrier's p99 tail
+    d["carriers"] = _rows(con, "SELECT * FROM week_over_week('carrier', ?) WHERE queries IS NOT NULL ORDER BY p99_ms DESC NULLS LAST, carrier", [week])
+    sig_cols = ("carrier, h3_cell, signature, queries, queries_with, rate, delay_ms, delay_share, p99_ms, tail_queries, "
+                "tail_with, tail_rate, tail_delay_ms, tail_delay_share, lift, median_with_ms, median_without_ms")
+    carrier_sigs = _rows(con, f"SELECT {sig_cols.replace('h3_cell, ', '')} FROM mart_carrier_signatures WHERE week = ?", [week])
+    d["carrier_signatures"] = carrier_sigs
+    d["carrier_top"] = _top_signatures(carrier_sigs, ("carrier",), options.signatures)
+    d["week_signatures"] = _rows(con, "SELECT * EXCLUDE (period_start) FROM mart_week_signatures WHERE week = ? "
+                                      "ORDER BY tail_delay_ms DESC NULLS LAST, tail_rate DESC", [week])
+
+    # hexagons per carrier, with last week's p99 and the signatures of their tails
+    d["hexagons"] = _rows(con, """
+        SELECT w.*, m.region, m.h3_lat, m.h3_lng
+        FROM week_over_week('carrier_hexagon', ?) w
+        LEFT JOIN (SELECT carrier, h3_cell, region, h3_lat, h3_lng FROM mart_carrier_hexagon WHERE week = ?) m
+          USING (carrier, h3_cell)
+        WHERE w.queries >= ? AND w.h3_cell <> 'unknown'
+        ORDER BY w.p99_ms DESC NULLS LAST, w.queries DESC, w.carrier, w.h3_cell""", [week, week, options.min_queries])
+    d["hexagons_unknown"] = _rows(con, "SELECT carrier, queries, p99_ms FROM mart_carrier_hexagon WHERE week = ? AND h3_cell = 'unknown' "
+                                       "ORDER BY queries DESC", [week])
+    hex_sigs = _rows(con, f"SELECT {sig_cols} FROM mart_carrier_hexagon_signatures WHERE week = ?", [week])
+    d["hexagon_top"] = _top_signatures(hex_sigs, ("carrier", "h3_cell"), options.signatures)
+
+    # the map: every cell of the week over all carriers
+    d["cells"] = _rows(con, "SELECT h3_cell, region, queries, flows, p50_ms, p99_ms, lossy_flow_share, h3_lat, h3_lng, "
+                            "h3_boundary_geojson FROM mart_hexagon WHERE week = ? AND h3_cell <> 'unknown' ORDER BY p99_ms DESC NULLS LAST", [week])
+    all_hex_sigs = _rows(con, f"SELECT {sig_cols.replace('carrier, ', '')} FROM mart_hexagon_signatures WHERE week = ?", [week])
+    d["cell_top"] = _top_signatures(all_hex_sigs, ("h3_cell",), 1)
+
+    # week over week
+    d["wow_hexagons"] = _rows(con, "SELECT * FROM week_over_week('carrier_hexagon', ?) WHERE h3_cell <> 'unknown' "
+                                   "AND p99_ms_delta IS NOT NULL ORDER BY abs(p99_ms_delta) DESC LIMIT ?", [week, options.top])
+    d["wow_signatures"] = _rows(con, "SELECT * FROM signature_week_over_week('carrier', ?) WHERE signature <> '(none)' "
+                                     "AND coalesce(tail_delay_ms, 0) + coalesce(tail_delay_ms_prev, 0) > 0 LIMIT ?", [week, options.top])
+
+    # time: p99 per hour over the week, per carrier; latency distribution per carrier
+    d["hours"] = _rows(con, "SELECT epoch(hour) AS t, carrier, p50_ms, p99_ms, queries FROM mart_carrier_hour "
+                            "WHERE week = ? AND queries > 0 ORDER BY t", [week])
+    qs = [round(i / 100, 2) for i in range(1, 100)] + [0.995, 0.999]
+    d["cdf_points"] = qs
+    d["cdf"] = _rows(con, f"SELECT carrier, count(*) AS n, quantile_disc(latency_ms, {qs}) AS q FROM query_facts "
+                          "WHERE week = ? GROUP BY carrier ORDER BY carrier", [week])
+
+    # the worst flows, with their ids
+    d["worst_flows"] = _rows(con, """
+        SELECT rank, CAST(flow_id AS VARCHAR) AS flow_id, community_id, strftime(timezone('UTC', start), '%Y-%m-%d %H:%M:%S') AS start_utc,
+               protocol, client, server, carrier, network_type, h3_cell, site, queries, worst_latency_ms, worst_query_index,
+               array_to_string(worst_query_signatures, ', ') AS worst_query_signatures, top_signature,
+               attributed_delay_ms, retransmissions, array_to_string(flow_signatures, ', ') AS flow_signatures
+        FROM worst_flows(?, ?)""", [week, options.top])
+    return d
+
+
+# ----------------------------------------------------------------------------------------------
+# shared formatting
+
+
+def _ms(v) -> str:
+    return fmt_duration(v)
+
+
+def _pct(v) -> str:
+    return fmt_share(v)
+
+
+def _delta_ms(v) -> str:
+    if v is None:
+        return "-"
+    return ("+" if v > 0 else "") + fmt_duration(v) if v else "0 ms"
+
+
+def _change(cur, prev) -> str:
+    if cur is None or prev in (None, 0):
+        return "-"
+    c = cur / prev - 1
+    return f"{'+' if c >= 0 else ''}{c * 100:.0f} %"
+
+
+def _sig_list(sigs: list[dict]) -> str:
+    """'fast_retransmit 5.9 s (27 % of tail), ...'"""
+    if not sigs:
+        return "none struck the tail"
+    return ", ".join(f"{s['signature']} {_ms(s['tail_delay_ms'])} ({_pct(s['tail_delay_share'])} of the tail's latency, "
+                     f"in {_pct(s['tail_rate'])} of its queries)" for s in sigs)
+
+
+def _sig_short(sigs: list[dict]) -> str:
+    if not sigs:
+        return "-"
+    return "; ".join(f"{s['signature']} {_ms(s['tail_delay_ms'])} ({_pct(s['tail_delay_share'])})" for s in sigs)
+
+
+def _headlines(d: dict) -> list[str]:
+    out = []
+    t, tp = d["totals"], d["totals_prev"]
+    if not t:
+        return [f"No flows in {d['week']}. Weeks in the dataset: {', '.join(d['weeks'][-8:]) or '-'}."]
+    line = (f"{t['queries']} complete queries on {t['flows']} connections; query latency p50 {_ms(t['p50_ms'])}, "
+            f"p95 {_ms(t['p95_ms'])}, p99 {_ms(t['p99_ms'])}")
+    if tp and tp.get("p99_ms"):
+        line += f" ({_change(t['p99_ms'], tp['p99_ms'])} p99 against {d['previous_week']})"
+    out.append(line + ".")
+    if d["carriers"]:
+        c = d["carriers"][0]
+        top = d["carrier_top"].get((c["carrier"],), [])
+        out.append(f"Worst carrier by p99: {c['carrier']} at {_ms(c['p99_ms'])} over {c['queries']} queries; its tail: {_sig_list(top[:2])}.")
+    if d["hexagons"]:
+        h = d["hexagons"][0]
+        top = d["hexagon_top"].get((h["carrier"], h["h3_cell"]), [])
+        out.append(f"Worst hexagon: {h['h3_cell']} ({h['region'] or 'no region'}) on {h['carrier']}, p99 {_ms(h['p99_ms'])} over "
+                   f"{h['queries']} queries; its tail: {_sig_list(top[:2])}.")
+    ws = [s for s in d["week_signatures"] if s["signature"] not in PSEUDO and s["tail_with"]]
+    if ws:
+        s = ws[0]
+        out.append(f"Across all traffic, the signature charged the most in the p99 tail is {s['signature']}: "
+                   f"{_ms(s['tail_delay_ms'])}, {_pct(s['tail_delay_share'])} of the tail's latency (lift {s['lift']:.1f}×).")
+    none = next((s for s in d["week_signatures"] if s["signature"] == "(none)"), None)
+    if none and none["tail_rate"]:
+        out.append(f"{_pct(none['tail_rate'])} of the p99 tail's queries carried no transport signature "
+                   "(their time went to the path's RTT, the server or the application).")
+    if t and t["queries"] and t["queries"] < 100:
+        out.append(f"Caution: {t['queries']} queries is a small sample; percentiles and the p99 tail (a handful of "
+                   "queries) are anecdotal.")
+    return out
+
+
+def _network_table(d: dict) -> tuple[list[str], list[list[str]]]:
+    """The field study's network table: this week, last week, and one column per carrier."""
+    from tailscope.jobs.stats import _network_cell
+
+    cols: list[tuple[str, list[dict]]] = []
+    if d["stats"]:
+        cols.append((d["week"], d["stats"]["network"]))
+    if d["stats_prev"]:
+        cols.append((d["previous_week"], d["stats_prev"]["network"]))
+    if d["stats_by_carrier"]:
+        by: dict[str, list[dict]] = {}
+        for r in d["stats_by_carrier"]["network"]:
+            by.setdefault(r["group"], []).append(r)
+        cols.extend(by.items())
+    labels: list[str] = []
+    for _, rows in cols:
+        for r in rows:
+            if r["label"] not in labels:
+                labels.append(r["label"])
+    table = []
+    for label in labels:
+        row = [label]
+        for _, rows in cols:
+            r = next((x for x in rows if x["label"] == label), None)
+            row.append(_network_cell(r, with_counts=True) if r else "-")
+        table.append(row)
+    return ["network metric", *[c for c, _ in cols]], table
+
+
+def _overview_rows(d: dict) -> tuple[list[str], list[list[str]]]:
+    st = d["stats_by_carrier"]
+    if not st:
+        return [], []
+    keys = [k for k in st["overview"][0] if k not in ("group", "first_flow_start", "last_flow_start")]
+    return ["", *[r["group"] for r in st["overview"]]], [[k.replace("_", " "), *[str(r.get(k, "")) for r in st["overview"]]] for k in keys]
+
+
+def _flow_link(d: dict, flow_id: str) -> str | None:
+    url = d["options"].grafana_url
+    if not url:
+        return None
+    first, last = d["first_day"], d["last_day"]
+    return (f"{url.rstrip('/')}/d/tailscope-flow/tailscope-flow-drill-down?var-flow={flow_id}"
+            f"&from={first}T00:00:00Z&to={last}T23:59:59Z")
+
+
+# ----------------------------------------------------------------------------------------------
+# HTML
+
+CSS = """
+:root { color-scheme: light; }
+body { font-family: system-ui, -apple-system, 'Segoe UI', 'DejaVu Sans', sans-serif; margin: 0; color: #1d2330; background: #fff; }
+header { background: #1d2d50; color: #fff; padding: 24px 40px 18px; }
+header h1 { margin: 0 0 6px; font-size: 26px; }
+header p { margin: 2px 0; opacity: .9; }
+nav { background: #eef2f7; padding: 8px 40px; font-size: 14px; position: sticky; top: 0; border-bottom: 1px solid #d5dbe5; }
+nav a { margin-right: 16px; color: #1d2d50; text-decoration: none; }
+main { padding: 4px 32px 32px; max-width: 1216px; }
+section { margin-top: 18px; }
+h2 { border-bottom: 3px solid #1d2d50; padding-bottom: 4px; font-size: 21px; margin: 10px 0 8px; }
+h3 { font-size: 16px; margin: 18px 0 6px; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0 14px; }
+th, td { border: 1px solid #d5dbe5; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #eef2f7; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr:nth-child(even) td { background: #fafbfd; }
+.kpis { display: flex; flex-wrap: wrap; gap: 12px; margin: 12px 0; }
+.kpi { border: 1px solid #d5dbe5; border-radius: 6px; padding: 10px 14px; min-width: 130px; }
+.kpi .v { font-size: 22px; font-weight: 650; }
+.kpi .l { font-size: 12px; color: #556; }
+.kpi .d { font-size: 12px; color: #556; }
+.worse { color: #b3261e; } .better { color: #1b7f3b; }
+.note { font-size: 13px; color: #445; max-width: 900px; }
+ul.headlines li { margin: 4px 0; }
+code { background: #eef2f7; padding: 1px 4px; border-radius: 3px; font-size: 12px; }
+figure { margin: 10px 0 14px; }
+.row { display: flex; flex-wrap: wrap; gap: 20px; align-items: flex-start; }
+.col { flex: 1 1 540px; min-width: 0; }
+.col > table { max-width: 100%; }
+.compact { overflow-x: auto; }
+.compact table { font-size: 11.5px; }
+.compact td:nth-child(2), .compact td:nth-child(3), .compact td:nth-child(4) { white-space: nowrap; }
+figcaption { font-size: 12px; color: #556; max-width: 900px; }
+"""
+
+
+def _e(v) -> str:
+    return html.escape("" if v is None else str(v), quote=True)
+
+
+def _table_html(headers: list[str], rows: list[list], numeric: set[int] = frozenset()) -> str:
+    if not rows:
+        return '<p class="note">(no rows)</p>'
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = []
+    for r in rows:
+        cells = []
+        for i, c in enumerate(r):
+            raw = isinstance(c, tuple)  # (html,) = already HTML
+            content = c[0] if raw else _e(c)
+            cells.append(f'<td class="num">{content}</td>' if i in numeric else f"<td>{content}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _kpi(label: str, value: str, delta: str = "", worse: bool | None = None) -> str:
+    cls = "d" if worse is None else ("d worse" if worse else "d better")
+    d = f'<div class="{cls}">{_e(delta)}</div>' if delta else ""
+    return f'<div class="kpi"><div class="v">{_e(value)}</div><div class="l">{_e(label)}</div>{d}</div>'
+
+
+def _figure(svg_text: str, caption: str) -> str:
+    return f"<figure>{svg_text}<figcaption>{_e(caption)}</figcaption></figure>"
+
+
+def _cols(*blocks: str) -> str:
+    """Blocks side by side on a wide page, one under the other on a narrow one."""
+    blocks = [b for b in blocks if b]
+    if len(blocks) == 1:
+        return blocks[0]
+    return '<div class="row">' + "".join(f'<div class="col">{b}</div>' for b in blocks) + "</div>"
+
+
+def render_html(d: dict) -> str:
+    week, prev = d["week"], d["previous_week"]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>tailscope weekly report {week}</title>",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<style>{CSS}</style></head><body>",
+        (
+            f"<header><h1>tailscope weekly root-cause report — {_e(week)}</h1>"
+            f"<p>{_e(d['first_day'])} to {_e(d['last_day'])} (UTC), compared with {_e(prev)}. Dataset {_e(d['dataset'])}.</p>"
+            f"<p>Generated {_e(d['generated'])}. Definitions: docs/stats.md and sql/README.md of tailscope.</p></header>"
+        ),
+        "<nav>" + "".join(f'<a href="#{sid}">{_e(title)}</a>' for sid, title in SECTIONS) + "</nav>",
+        "<main>",
+    ]
+    t, tp = d["totals"], d["totals_prev"]
+    top_n = d["options"].top
+
+    # summary
+    parts.append('<section id="summary"><h2>Summary</h2>')
+    if t:
+        def kpi_ms(label, key):
+            cur, old = t.get(key), (tp or {}).get(key)
+            delta = f"{_change(cur, old)} vs {prev}" if old else f"no data in {prev}"
+            return _kpi(label, _ms(cur), delta, None if not old or cur is None else cur > old)
+        parts.append('<div class="kpis">'
+                     + _kpi("complete queries", str(t["queries"]), f"{tp['queries']} in {prev}" if tp else "")
+                     + _kpi("connections", str(t["flows"]), f"{tp['flows']} in {prev}" if tp else "")
+                     + kpi_ms("p50 query latency", "p50_ms") + kpi_ms("p95 query latency", "p95_ms") + kpi_ms("p99 query latency", "p99_ms")
+                     + _kpi("lossy TCP connections", _pct(t["lossy_flow_share"]),
+                            f"{_pct(tp['lossy_flow_share'])} in {prev}" if tp else "")
+                     + "</div>")
+    headlines = '<ul class="headlines">' + "".join(f"<li>{_e(h)}</li>" for h in _headlines(d)) + "</ul>"
+    ws = [s for s in d["week_signatures"] if s["tail_with"] and s["signature"] != "(none)"]
+    chart = ""
+    if ws:
+        chart = _figure(
+            svg.bar_chart([{"label": s["signature"], "value": s["tail_delay_share"] or 0,
+                            "note": f"{_pct(s['tail_rate'])} of tail queries"} for s in ws],
+                          title="Share of the p99 tail's latency charged to each signature",
+                          unit_fmt=lambda v: f"{v * 100:.0f} %"),
+            "All traffic's slowest 1 % of queries: the delay charged to each signature, as a share of their summed latency. "
+            "A retransmission is charged the whole time since its bytes were first sent and overlapping ones are each "
+            "charged: shares can add up to more than 100 %.")
+    parts.append(_cols(headlines, chart) + "</section>")
+
+    # field-study tables
+    parts.append('<section id="field-study"><h2>Field-study tables</h2>')
+    parts.append('<p class="note">The ride-hailing field study\'s network table (DESIGN.md §7) over the week\'s TCP connections, '
+                 "as <code>tailscope stats --week</code> computes it: RTT from the client's ACKs and timestamp echoes at the "
+                 "server, loss as retransmissions seen at the server.</p>")
+    headers, rows = _network_table(d)
+    network = _table_html(headers, rows) if rows else '<p class="note">No TCP connections this week.</p>'
+    parts.append(network + "</section>")
+
+    # carriers
+    parts.append('<section id="carriers"><h2>p99 by carrier</h2>')
+    carriers = d["carriers"]
+    if carriers:
+        bars = _figure(
+            svg.bar_chart([{"label": c["carrier"], "value": c["p99_ms"], "previous": c["p99_ms_prev"],
+                            "color": svg.color_for(i)} for i, c in enumerate(carriers)],
+                          title=f"p99 query latency by carrier (black tick: {prev})"),
+            "Nearest-rank p99 of complete queries; a connection's first query includes its setup.")
+        stacked = []
+        for c in carriers:
+            sigs = [s for s in d["carrier_signatures"] if s["carrier"] == c["carrier"] and s["signature"] != "(none)" and s["tail_delay_share"]]
+            sigs.sort(key=lambda s: -s["tail_delay_share"])
+            stacked.append({"label": c["carrier"], "parts": [(s["signature"], s["tail_delay_share"]) for s in sigs]})
+        made_of = _figure(svg.stacked_share_bars(stacked, title="What each carrier's p99 tail is made of"),
+                          "Per carrier: the share of its p99 tail's latency charged to each signature.")
+        parts.append(_cols(bars, made_of))
+        rows = []
+        for c in carriers:
+            top = d["carrier_top"].get((c["carrier"],), [])
+            rows.append([c["carrier"], c["queries"], _ms(c["p50_ms"]), _ms(c["p95_ms"]), _ms(c["p99_ms"]),
+                         _ms(c["p99_ms_prev"]), _delta_ms(c["p99_ms_delta"]), _pct(c["lossy_flow_share"]), _sig_short(top)])
+        parts.append(_table_html(["carrier", "queries", "p50", "p95", "p99", f"p99 {prev}", "Δ p99", "lossy conns",
+                                  "top signatures in the p99 tail: delay charged (share of the tail's latency)"], rows,
+                                 {1, 2, 3, 4, 5, 6, 7}))
+        series = {f"{r['carrier']} (n={r['n']})": list(zip(r["q"], d["cdf_points"])) for r in d["cdf"]}
+        cdf = _figure(svg.cdf_chart(series, title="Query latency distribution by carrier"),
+                      "Cumulative distribution of complete-query latency (log scale): the further right its top, the heavier the tail.")
+        hours: dict[str, list[tuple[float, float]]] = {}
+        for r in d["hours"]:
+            hours.setdefault(r["carrier"], []).append((float(r["t"]), r["p99_ms"]))
+        day0 = dt.datetime.fromisoformat(d["first_day"]).replace(tzinfo=dt.timezone.utc).timestamp()
+        x_labels = [(day0 + i * 86400, (dt.date.fromisoformat(d["first_day"]) + dt.timedelta(days=i)).strftime("%a %d"))
+                    for i in range(8)]
+        hourly = _figure(svg.line_chart(hours, title="p99 query latency per hour, by carrier", log_y=True, x_labels=x_labels,
+                                        x_range=(day0, day0 + 7 * 86400)),
+                         "Each point is the p99 over the queries that started in that hour (UTC).")
+        parts.append(_cols(cdf, hourly))
+    else:
+        parts.append('<p class="note">No complete queries this week.</p>')
+    parts.append("</section>")
+
+    # hexagons
+    parts.append('<section id="hexagons"><h2>p99 by hexagon</h2>')
+    hexes = d["hexagons"][:top_n]
+    if hexes:
+        rows = []
+        for h in hexes:
+            top = d["hexagon_top"].get((h["carrier"], h["h3_cell"]), [])
+            rows.append([h["carrier"], h["h3_cell"], h["region"] or "-", h["queries"], _ms(h["p50_ms"]), _ms(h["p99_ms"]),
+                         _ms(h["p99_ms_prev"]), _delta_ms(h["p99_ms_delta"]), _pct(h["lossy_flow_share"]), _sig_short(top)])
+        parts.append(f'<p class="note">Carrier × hexagon (H3) with at least {d["options"].min_queries} queries, worst p99 first '
+                     f'(the question <code>worst_hexagons(carrier, \'{_e(week)}\', n, min_queries)</code>; '
+                     f'<code>p99_explained(cell, carrier, week)</code> breaks one down).</p>')
+        parts.append(_table_html(["carrier", "hexagon", "region", "queries", "p50", "p99", f"p99 {prev}", "Δ p99", "lossy conns",
+                                  "top signatures in the p99 tail: delay charged (share)"], rows, {3, 4, 5, 6, 7, 8}))
+    else:
+        parts.append('<p class="note">No located queries this week.</p>')
+    if d["hexagons_unknown"]:
+        parts.append('<p class="note">Without a hexagon (no session record or location): '
+                     + "; ".join(f"{_e(r['carrier'])} {r['queries']} queries, p99 {_e(_ms(r['p99_ms']))}" for r in d["hexagons_unknown"])
+                     + ".</p>")
+    parts.append("</section>")
+
+    # map
+    parts.append('<section id="map"><h2>Hexagon map</h2>')
+    cells = []
+    for c in d["cells"]:
+        rings = json.loads(c["h3_boundary_geojson"])["coordinates"] if c["h3_boundary_geojson"] else None
+        top = d["cell_top"].get((c["h3_cell"],), [])
+        tip = (f"{c['h3_cell']} ({c['region']}): p99 {_ms(c['p99_ms'])}, p50 {_ms(c['p50_ms'])}, {c['queries']} queries"
+               + (f"; tail: {top[0]['signature']} {_ms(top[0]['tail_delay_ms'])}" if top else ""))
+        cells.append({"cell": c["h3_cell"], "rings": rings, "value": c["p99_ms"], "label": tip, "name": _ms(c["p99_ms"])})
+    the_map = _figure(svg.hex_map(cells, title=f"p99 query latency by hexagon, all carriers, {week}"),
+                      "Each H3 cell drawn from its boundary, colored by its p99 (log scale, green = lowest, red = highest) "
+                      "and labeled with it; hover for the cell, region, query count and its tail's top signature.")
+    cell_table = _table_html(["hexagon", "region", "queries", "p50", "p99", "top tail signature"],
+                             [[c["h3_cell"], c["region"], c["queries"], _ms(c["p50_ms"]), _ms(c["p99_ms"]),
+                               _sig_short(d["cell_top"].get((c["h3_cell"],), []))] for c in d["cells"][:top_n]], {2, 3, 4}) if d["cells"] else ""
+    parts.append(_cols(the_map, cell_table) + "</section>")
+
+    # week over week
+    parts.append('<section id="week-over-week"><h2>Week-over-week</h2>')
+    if not d["has_previous"]:
+        parts.append(f'<p class="note">No flows in {_e(prev)}: nothing to compare with. The tables show this week alone.</p>')
+    parts.append("<h3>Carriers</h3>")
+    parts.append(_table_html(["carrier", "queries", f"queries {prev}", "p50 Δ", "p95 Δ", "p99", f"p99 {prev}", "p99 Δ", "p99 change",
+                              "lossy conns Δ", "signature rate Δ"],
+                             [[c["carrier"], c["queries"], c["queries_prev"] if c["queries_prev"] is not None else "-",
+                               _delta_ms(c["p50_ms_delta"]), _delta_ms(c["p95_ms_delta"]), _ms(c["p99_ms"]), _ms(c["p99_ms_prev"]),
+                               _delta_ms(c["p99_ms_delta"]), _change(c["p99_ms"], c["p99_ms_prev"]),
+                               _pp(c["lossy_flow_share_delta"]), _pp(c["signature_rate_delta"])] for c in carriers],
+                             set(range(1, 11))))
+    moved_hex = "<h3>Hexagons that moved most</h3>" + _table_html(
+        ["carrier", "hexagon", "p99", f"p99 {prev}", "Δ p99", "change"],
+        [[h["carrier"], h["h3_cell"], _ms(h["p99_ms"]), _ms(h["p99_ms_prev"]), _delta_ms(h["p99_ms_delta"]),
+          _change(h["p99_ms"], h["p99_ms_prev"])] for h in d["wow_hexagons"]], {2, 3, 4, 5})
+    moved_sig = "<h3>Signatures that moved most in each carrier's p99 tail</h3>" + _table_html(
+        ["carrier", "signature", "tail delay", f"{prev}", "Δ", "tail rate", f"{prev}"],
+        [[s["carrier"], s["signature"], _ms(s["tail_delay_ms"]), _ms(s["tail_delay_ms_prev"]),
+          _delta_ms(s["tail_delay_ms_delta"]), _pct(s["tail_rate"]), _pct(s["tail_rate_prev"])] for s in d["wow_signatures"]],
+        {2, 3, 4, 5, 6})
+    parts.append(_cols(moved_hex, moved_sig) + "</section>")
+
+    # worst flows
+    parts.append('<section id="worst-flows"><h2>Worst flows</h2>')
+    parts.append('<p class="note">The week\'s connections ranked by their slowest complete query. Drill down with the flow id: '
+                 "the Grafana dashboard <i>tailscope: flow drill-down</i> (variable <code>flow</code>), or "
+                 "<code>SELECT * FROM packets WHERE flow_id = &lt;id&gt; ORDER BY ts</code> in <code>tailscope db</code>; "
+                 "the Community ID finds the same connection in Zeek, Suricata and Wireshark.</p>")
+    rows = []
+    for f in d["worst_flows"]:
+        link = _flow_link(d, f["flow_id"])
+        fid = (f'<a href="{_e(link)}">{_e(f["flow_id"])}</a>',) if link else f["flow_id"]
+        rows.append([f["rank"], fid, f["community_id"], f["start_utc"], f["carrier"], f["h3_cell"], f["network_type"],
+                     _ms(f["worst_latency_ms"]), f["worst_query_signatures"] or "-", _ms(f["attributed_delay_ms"]),
+                     f["flow_signatures"] or "-", f"{f['client']} → {f['server']}"])
+    parts.append('<div class="compact">' + _table_html(
+        ["#", "flow_id", "community_id", "start (UTC)", "carrier", "hexagon", "network", "slowest query",
+         "its signatures", "delay charged", "flow signatures", "client → server"], rows, {0, 7, 9}) + "</div>")
+    parts.append("</section>")
+
+    # data quality
+    parts.append('<section id="data-quality"><h2>Data quality</h2>')
+    if d["stats"]:
+        ov = d["stats"]["overview"][0]
+        items = [("flows", ov["flows"]), ("TCP / UDP flows", f"{ov['tcp_flows']} / {ov['udp_flows']}"), ("packets", ov["packets"]),
+                 ("queries (complete)", f"{ov['queries']} ({ov['complete_queries']})")]
+        items += [(k.replace("_", " "), v) for k, v in ov.items() if k.endswith("_unknown")]
+        note = ('<p class="note">Flows without enrichment are kept and counted as <i>unknown</i>, never dropped '
+                "(docs/enrichment.md). Incomplete queries (no response seen, or never acknowledged) have no latency and "
+                "are left out of every percentile.</p>")
+        oh, orows = _overview_rows(d)
+        traffic = ("<h3>By carrier</h3>" + _table_html(oh, orows, set(range(1, len(oh))))) if orows else ""
+        parts.append(_cols("<h3>All traffic</h3>" + _table_html(["", d["week"]], [[k, v] for k, v in items], {1}) + note, traffic))
+    else:
+        parts.append(f'<p class="note">No flows in {_e(week)}.</p>')
+    parts.append("</section></main></body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _pp(v) -> str:
+    """A change of a share in percentage points."""
+    if v is None:
+        return "-"
+    return f"{'+' if v > 0 else ''}{v * 100:.1f} pp"
+
+
+# ----------------------------------------------------------------------------------------------
+# Markdown
+
+
+def _md_table(headers: list[str], rows: list[list]) -> str:
+    if not rows:
+        return "(no rows)\n"
+    def cell(c):
+        return str(c[0] if isinstance(c, tuple) else c).replace("|", "\\|").replace("\n", " ")
+    out = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(d: dict, html_name: str = "") -> str:
+    week, prev = d["week"], d["previous_week"]
+    out = [f"# tailscope weekly root-cause report — {week}", "",
+           f"{d['first_day']} to {d['last_day']} (UTC), compared with {prev}. Dataset `{d['dataset']}`. Generated {d['generated']}.",
+           "" if not html_name else f"Plots and the hexagon map: [{html_name}]({html_name}).", ""]
+    titles = dict(SECTIONS)
+    out += [f"## {titles['summary']}", ""] + [f"- {h}" for h in _headlines(d)] + [""]
+    t, tp = d["totals"], d["totals_prev"]
+    if t:
+        out.append(_md_table(["", week, prev], [
+            ["complete queries", t["queries"], tp["queries"] if tp else "-"],
+            ["connections", t["flows"], tp["flows"] if tp else "-"],
+            ["p50 / p95 / p99", f"{_ms(t['p50_ms'])} / {_ms(t['p95_ms'])} / {_ms(t['p99_ms'])}",
+             f"{_ms(tp['p50_ms'])} / {_ms(tp['p95_ms'])} / {_ms(tp['p99_ms'])}" if tp else "-"],
+            ["lossy TCP connections", _pct(t["lossy_flow_share"]), _pct(tp["lossy_flow_share"]) if tp else "-"]]))
+    out += [f"## {titles['field-study']}", ""]
+    headers, rows = _network_table(d)
+    out.append(_md_table(headers, rows))
+    out += [f"## {titles['carriers']}", ""]
+    out.append(_md_table(["carrier", "queries", "p50", "p95", "p99", f"p99 {prev}", "Δ p99", "lossy conns", "top signatures in the p99 tail"],
+                         [[c["carrier"], c["queries"], _ms(c["p50_ms"]), _ms(c["p95_ms"]), _ms(c["p99_ms"]), _ms(c["p99_ms_prev"]),
+                           _delta_ms(c["p99_ms_delta"]), _pct(c["lossy_flow_share"]), _sig_short(d["carrier_top"].get((c["carrier"],), []))]
+                          for c in d["carriers"]]))
+    out += [f"## {titles['hexagons']}", ""]
+    out.append(_md_table(["carrier", "hexagon", "region", "queries", "p50", "p99", f"p99 {prev}", "Δ p99", "top signatures in the p99 tail"],
+                         [[h["carrier"], h["h3_cell"], h["region"] or "-", h["queries"], _ms(h["p50_ms"]), _ms(h["p99_ms"]),
+                           _ms(h["p99_ms_prev"]), _delta_ms(h["p99_ms_delta"]),
+                           _sig_short(d["hexagon_top"].get((h["carrier"], h["h3_cell"]), []))] for h in d["hexagons"][: d["options"].top]]))
+    out += [f"## {titles['map']}", "", "The map is drawn in the HTML report; the cells, all carriers:", ""]
+    out.append(_md_table(["hexagon", "region", "lat, lng", "queries", "p99"],
+                         [[c["h3_cell"], c["region"], f"{c['h3_lat']:.4f}, {c['h3_lng']:.4f}" if c["h3_lat"] is not None else "-",
+                           c["queries"], _ms(c["p99_ms"])] for c in d["cells"]]))
+    out += [f"## {titles['week-over-week']}", ""]
+    if not d["has_previous"]:
+        out += [f"No flows in {prev}: nothing to compare with.", ""]
+    out.append(_md_table(["carrier", "p99", f"p99 {prev}", "Δ p99", "change", "lossy conns Δ"],
+                         [[c["carrier"], _ms(c["p99_ms"]), _ms(c["p99_ms_prev"]), _delta_ms(c["p99_ms_delta"]),
+                           _change(c["p99_ms"], c["p99_ms_prev"]), _pp(c["lossy_flow_share_delta"])] for c in d["carriers"]]))
+    out.append(_md_table(["carrier", "hexagon", "p99", f"p99 {prev}", "Δ p99"],
+                         [[h["carrier"], h["h3_cell"], _ms(h["p99_ms"]), _ms(h["p99_ms_prev"]), _delta_ms(h["p99_ms_delta"])]
+                          for h in d["wow_hexagons"]]))
+    out.append(_md_table(["carrier", "signature", "tail delay", f"tail delay {prev}", "Δ"],
+                         [[s["carrier"], s["signature"], _ms(s["tail_delay_ms"]), _ms(s["tail_delay_ms_prev"]), _delta_ms(s["tail_delay_ms_delta"])]
+                          for s in d["wow_signatures"]]))
+    out += [f"## {titles['worst-flows']}", "",
+            "Drill down: Grafana *tailscope: flow drill-down* (variable `flow`), or `SELECT * FROM packets WHERE flow_id = <id> ORDER BY ts`.", ""]
+    out.append(_md_table(["#", "flow_id", "community_id", "start (UTC)", "carrier", "hexagon", "slowest query", "its signatures", "flow signatures"],
+                         [[f["rank"], f"`{f['flow_id']}`", f"`{f['community_id']}`", f["start_utc"], f["carrier"], f["h3_cell"],
+                           _ms(f["worst_latency_ms"]), f["worst_query_signatures"] or "-", f["flow_signatures"] or "-"] for f in d["worst_flows"]]))
+    out += [f"## {titles['data-quality']}", ""]
+    if d["stats"]:
+        ov = d["stats"]["overview"][0]
+        out.append(_md_table(["", week], [[k.replace("_", " "), v] for k, v in ov.items() if k != "group"]))
+    return "\n".join(out).rstrip() + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# GeoJSON of the week's cells (for a Grafana GeoJSON layer or any map tool)
+
+
+def hexagons_geojson(d: dict) -> dict:
+    features = []
+    for c in d["cells"]:
+        if not c["h3_boundary_geojson"]:
+            continue
+        top = d["cell_top"].get((c["h3_cell"],), [])
+        features.append({
+            "type": "Feature",
+            "id": c["h3_cell"],
+            "geometry": json.loads(c["h3_boundary_geojson"]),
+            "properties": {"h3_cell": c["h3_cell"], "region": c["region"], "week": d["week"], "queries": c["queries"],
+                           "p50_ms": c["p50_ms"], "p99_ms": c["p99_ms"], "lossy_flow_share": c["lossy_flow_share"],
+                           "top_tail_signature": top[0]["signature"] if top else None},
+        })
+    return {"type": "FeatureCollection", "features": features}
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_report(dataset: Path | str, out_dir: Path | str, options: ReportOptions | None = None) -> ReportPaths:
+    """Compute and write report-<week>.html, report-<week>.md and hexagons-<week>.geojson."""
+    options = options or ReportOptions()
+    d = collect(Path(dataset), options)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    week = d["week"]
+    paths = ReportPaths(html=out_dir / f"report-{week}.html", markdown=out_dir / f"report-{week}.md",
+                        geojson=out_dir / f"hexagons-{week}.geojson", week=week, empty=not d["totals"])
+    _write(paths.html, render_html(d))
+    _write(paths.markdown, render_markdown(d, paths.html.name))
+    _write(paths.geojson, json.dumps(hexagons_geojson(d), indent=1) + "\n")
+    if not d["has_week"]:
+        paths.notes.append(f"no flows in {week}; weeks in the dataset: {', '.join(d['weeks'][-8:])}")
+    elif not d["has_previous"]:
+        paths.notes.append(f"no flows in {d['previous_week']}: no week-over-week comparison")
+    return paths

@@ -1,0 +1,612 @@
+#!/usr/bin/env python3
+"""Write the Grafana dashboards of dashboards/json/ (the source of truth is this script).
+
+    python3 scripts/make-dashboards.py            # rewrite dashboards/json/*.json
+    python3 scripts/make-dashboards.py --check    # exit 1 when a file is not what this writes
+
+Every panel queries the DuckDB database built by `tailscope db` through the DuckDB data source
+(motherduck-duckdb-datasource, uid DS_UID below) with DuckDB SQL over the views of sql/ (facts and
+marts). Conventions the tests (tests/test_dashboards.py) check:
+  * template variables: carrier, hexagon, site, network_type (multi-value, "All" = every value)
+    and, where used, bucket, signature, flow; the plugin interpolates them as SQL strings
+    ('a','b'), so SQL writes `carrier IN ($carrier)`;
+  * the time range enters as the backend macro $__timeFilter(column);
+  * ids that do not fit a JavaScript number (flow_id) are shown and passed as text;
+  * no HUGEINT/unsigned/list columns reach Grafana (the plugin's converters do not take them).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "dashboards" / "json"
+
+DS_UID = "tailscope-duckdb"
+DS_TYPE = "motherduck-duckdb-datasource"
+DS = {"type": DS_TYPE, "uid": DS_UID}
+SCHEMA_VERSION = 39  # Grafana 10.4 / 11.0, the oldest the DuckDB plugin supports; newer Grafana migrates it
+TAG = "tailscope"
+
+# The selection every panel honours (query_facts and flow_facts share these column names).
+FILTER = (
+    "$__timeFilter(start) AND carrier IN ($carrier) AND h3_cell IN ($hexagon) "
+    "AND site IN ($site) AND network_type IN ($network_type)"
+)
+BUCKET = "time_bucket(CAST($bucket AS INTERVAL), start)"
+
+
+# ----------------------------------------------------------------------------------------------
+# building blocks
+
+
+def var_query(name: str, label: str, sql: str, *, multi: bool = True, include_all: bool = True, refresh: int = 1, description: str = "") -> dict:
+    current = {"selected": True, "text": ["All"], "value": ["$__all"]} if include_all else {}
+    return {
+        "type": "query",
+        "name": name,
+        "label": label,
+        "description": description,
+        "datasource": DS,
+        "definition": sql,
+        "query": sql,
+        "refresh": refresh,  # 1: on dashboard load, 2: on time range change
+        "multi": multi,
+        "includeAll": include_all,
+        "current": current,
+        "options": [],
+        "sort": 1,
+        "hide": 0,
+        "regex": "",
+    }
+
+
+def var_custom(name: str, label: str, values: list[str], default: str, description: str = "") -> dict:
+    return {
+        "type": "custom",
+        "name": name,
+        "label": label,
+        "description": description,
+        "query": ",".join(values),
+        "multi": False,
+        "includeAll": False,
+        "current": {"selected": True, "text": default, "value": default},
+        "options": [{"selected": v == default, "text": v, "value": v} for v in values],
+        "hide": 0,
+    }
+
+
+DIMENSION_VARS = [
+    var_query("carrier", "Carrier", "SELECT DISTINCT carrier FROM flow_facts ORDER BY 1",
+              description="Client's carrier (enrichment); 'unknown' = no prefix or ASN matched"),
+    var_query("hexagon", "Hexagon", "SELECT DISTINCT h3_cell FROM flow_facts WHERE carrier IN ($carrier) ORDER BY 1",
+              description="H3 cell of the client's session; the list follows the carriers chosen"),
+    var_query("site", "Site", "SELECT DISTINCT site FROM flow_facts ORDER BY 1", description="Edge site of the capture"),
+    var_query("network_type", "Network type", "SELECT DISTINCT network_type FROM flow_facts ORDER BY 1",
+              description="LTE, 5G, 3G, Wi-Fi, ... from the client's session"),
+]
+BUCKET_VAR = var_custom("bucket", "Time bucket", ["1 hour", "5 minutes", "15 minutes", "1 day", "1 week"], "1 hour",
+                        description="Width of the time-series buckets (each point is a percentile over one bucket)")
+
+
+def target(sql: str, fmt: str = "table", ref: str = "A") -> dict:
+    return {"refId": ref, "datasource": DS, "editorMode": "code", "format": fmt, "rawQuery": True, "rawSql": sql.strip()}
+
+
+class Layout:
+    """Assigns panel ids and grid positions row by row (24 columns)."""
+
+    def __init__(self) -> None:
+        self.panels: list[dict] = []
+        self.next_id = 1
+        self.x = 0
+        self.y = 0
+        self.row_h = 0
+
+    def _place(self, w: int, h: int) -> dict:
+        if self.x + w > 24:
+            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
+        pos = {"x": self.x, "y": self.y, "w": w, "h": h}
+        self.x += w
+        self.row_h = max(self.row_h, h)
+        return pos
+
+    def row(self, title: str) -> None:
+        if self.x:
+            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
+        self.panels.append({"type": "row", "id": self.next_id, "title": title, "collapsed": False,
+                            "gridPos": {"x": 0, "y": self.y, "w": 24, "h": 1}, "panels": []})
+        self.next_id += 1
+        self.y += 1
+
+    def add(self, panel: dict, w: int, h: int) -> dict:
+        panel = {"id": self.next_id, **panel, "gridPos": self._place(w, h)}
+        self.next_id += 1
+        self.panels.append(panel)
+        return panel
+
+
+def stat(title: str, sql: str, unit: str = "short", description: str = "", decimals: int | None = None) -> dict:
+    defaults = {"unit": unit, "color": {"mode": "thresholds"},
+                "thresholds": {"mode": "absolute", "steps": [{"color": "blue", "value": None}]}}
+    if decimals is not None:
+        defaults["decimals"] = decimals
+    return {
+        "type": "stat", "title": title, "description": description, "datasource": DS, "targets": [target(sql)],
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                    "colorMode": "value", "graphMode": "none", "justifyMode": "auto", "textMode": "value_and_name",
+                    "orientation": "auto"},
+    }
+
+
+def timeseries(title: str, sql: str, unit: str = "short", description: str = "", fmt: str = "time_series",
+               points: bool = False, log: bool = False) -> dict:
+    custom = {"drawStyle": "points" if points else "line", "lineWidth": 1, "pointSize": 4 if points else 5,
+              "showPoints": "always" if points else "auto", "spanNulls": False, "fillOpacity": 0}
+    if log:
+        custom["scaleDistribution"] = {"type": "log", "log": 10}
+    return {
+        "type": "timeseries", "title": title, "description": description, "datasource": DS, "targets": [target(sql, fmt)],
+        "fieldConfig": {"defaults": {"unit": unit, "custom": custom}, "overrides": []},
+        "options": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                    "tooltip": {"mode": "multi", "sort": "desc"}},
+    }
+
+
+def table(title: str, sql: str, description: str = "", units: dict[str, str] | None = None,
+          links: dict[str, tuple[str, str]] | None = None, gauges: list[str] = (), sort: tuple[str, bool] | None = None) -> dict:
+    """units: column → unit; links: column → (title, url) data link; gauges: share columns drawn as bars."""
+    overrides = []
+    for col, unit in (units or {}).items():
+        overrides.append({"matcher": {"id": "byName", "options": col}, "properties": [{"id": "unit", "value": unit}]})
+    for col in gauges:
+        overrides.append({"matcher": {"id": "byName", "options": col}, "properties": [
+            {"id": "custom.cellOptions", "value": {"type": "gauge", "mode": "basic"}},
+            {"id": "min", "value": 0}, {"id": "max", "value": 1}]})
+    for col, (text, url) in (links or {}).items():
+        overrides.append({"matcher": {"id": "byName", "options": col}, "properties": [
+            {"id": "links", "value": [{"title": text, "url": url}]}]})
+    options = {"showHeader": True, "cellHeight": "sm", "footer": {"show": False, "reducer": ["sum"], "fields": ""}}
+    if sort:
+        options["sortBy"] = [{"displayName": sort[0], "desc": sort[1]}]
+    return {
+        "type": "table", "title": title, "description": description, "datasource": DS, "targets": [target(sql)],
+        "fieldConfig": {"defaults": {"custom": {"align": "auto", "filterable": True}}, "overrides": overrides},
+        "options": options,
+    }
+
+
+def barchart(title: str, sql: str, x: str, unit: str = "ms", description: str = "") -> dict:
+    return {
+        "type": "barchart", "title": title, "description": description, "datasource": DS, "targets": [target(sql)],
+        "fieldConfig": {"defaults": {"unit": unit, "color": {"mode": "palette-classic"}}, "overrides": []},
+        "options": {"xField": x, "orientation": "horizontal", "showValue": "auto", "barWidth": 0.8,
+                    "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                    "tooltip": {"mode": "single"}},
+    }
+
+
+def geomap(title: str, sql: str, lat: str, lng: str, color: str, size: str, description: str = "") -> dict:
+    return {
+        "type": "geomap", "title": title, "description": description, "datasource": DS, "targets": [target(sql)],
+        "fieldConfig": {"defaults": {"unit": "ms", "color": {"mode": "continuous-GrYlRd"},
+                                     "thresholds": {"mode": "absolute", "steps": [{"color": "green", "value": None}]}},
+                        "overrides": []},
+        "options": {
+            "view": {"id": "fit", "lat": 0, "lon": 0, "zoom": 11, "allLayers": True},
+            "controls": {"showZoom": True, "mouseWheelZoom": True, "showAttribution": True},
+            "basemap": {"type": "default", "name": "Basemap", "config": {}},
+            "layers": [{
+                "type": "markers", "name": "p99 by hexagon (cell centers)", "tooltip": True,
+                "location": {"mode": "coords", "latitude": lat, "longitude": lng},
+                "config": {
+                    "showLegend": True,
+                    "style": {
+                        "color": {"field": color, "fixed": "dark-green"},
+                        "size": {"field": size, "fixed": 10, "min": 8, "max": 40},
+                        "opacity": 0.6,
+                        "symbol": {"mode": "fixed", "fixed": "img/icons/marker/circle.svg"},
+                        "rotation": {"fixed": 0, "mode": "mod", "min": -360, "max": 360},
+                        "symbolAlign": {"horizontal": "center", "vertical": "center"},
+                    },
+                },
+            }],
+            "tooltip": {"mode": "details"},
+        },
+    }
+
+
+def dashboard(uid: str, title: str, description: str, variables: list[dict], layout: Layout) -> dict:
+    return {
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": [TAG],
+        "timezone": "utc",
+        "editable": True,
+        "graphTooltip": 1,
+        "schemaVersion": SCHEMA_VERSION,
+        "version": 1,
+        "refresh": "",
+        "time": {"from": "now-7d", "to": "now"},
+        "timepicker": {},
+        "fiscalYearStartMonth": 0,
+        "liveNow": False,
+        "annotations": {"list": [{
+            "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True, "hide": True,
+            "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard"}]},
+        "links": [{"type": "dashboards", "tags": [TAG], "asDropdown": True, "title": "tailscope",
+                   "includeVars": True, "keepTime": True, "icon": "external link", "targetBlank": False, "tooltip": "", "url": ""}],
+        "templating": {"list": variables},
+        "panels": layout.panels,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# shared SQL
+
+
+def tail_attribution_sql(group: str | None) -> str:
+    """Per (group,) signature: the share of the selection's p99 tail carrying it and the delay it is
+    charged there — `tailscope stats` attribution at level p99, per group (or over the selection)."""
+    g = f"{group}, " if group else ""
+    on = f" USING ({group})" if group else ""
+    grp_by = f"GROUP BY {group}" if group else ""
+    tail_join = f"JOIN lvl USING ({group})" if group else ", lvl"
+    return f"""
+WITH q AS (
+    SELECT flow_id, query_index, {g}latency_ns, signatures FROM query_facts WHERE {FILTER}
+),
+lvl AS (SELECT {g}quantile_disc(latency_ns, 0.99) AS p99_ns FROM q {grp_by}),
+tail AS (SELECT q.* FROM q {tail_join} WHERE q.latency_ns >= lvl.p99_ns),
+tot AS (SELECT {g}count(*) AS tail_queries, sum(latency_ns) AS tail_latency_ns FROM tail {grp_by}),
+sig AS (
+    SELECT {('tail.' + group + ', ') if group else ''}s.signature, count(*) AS tail_with, sum(s.delay_ns) AS delay_ns
+    FROM tail JOIN query_signatures s USING (flow_id, query_index)
+    GROUP BY ALL
+    UNION ALL
+    SELECT {g}'(none)' AS signature, count(*) AS tail_with, NULL AS delay_ns
+    FROM tail WHERE len(signatures) = 0 {'GROUP BY ' + group if group else ''}
+)
+SELECT {('sig.' + group + ', ') if group else ''}sig.signature,
+       tot.tail_queries,
+       sig.tail_with,
+       sig.tail_with / tot.tail_queries                    AS tail_rate,
+       CAST(sig.delay_ns AS DOUBLE) / 1e6                 AS tail_delay_ms,
+       CAST(sig.delay_ns AS DOUBLE) / nullif(CAST(tot.tail_latency_ns AS DOUBLE), 0) AS tail_delay_share
+FROM sig {'JOIN tot' + on if group else ', tot'}
+WHERE sig.tail_with > 0
+ORDER BY {('sig.' + group + ', ') if group else ''}tail_delay_ms DESC NULLS LAST, tail_rate DESC
+"""
+
+
+def summary_sql(group: str, extra: str = "", extra_group: str = "") -> str:
+    """Per group: flows, queries, latency percentiles, lossy share, signature rate and the signature
+    charged the most delay in the group's p99 tail."""
+    return f"""
+WITH q AS (SELECT * FROM query_facts WHERE {FILTER}),
+c AS (
+    SELECT {group}{extra_group},
+           count(*)                                             AS queries,
+           quantile_disc(latency_ns, 0.5) / 1e6                 AS p50_ms,
+           quantile_disc(latency_ns, 0.95) / 1e6                AS p95_ms,
+           quantile_disc(latency_ns, 0.99)                      AS p99_ns,
+           count(*) FILTER (WHERE len(signatures) > 0) / count(*) AS signature_rate
+    FROM q GROUP BY ALL
+),
+f AS (
+    SELECT {group},
+           count(*)                                             AS flows,
+           count(*) FILTER (WHERE protocol = 'tcp' AND lossy)
+             / nullif(count(*) FILTER (WHERE protocol = 'tcp'), 0) AS lossy_share
+    FROM flow_facts WHERE {FILTER} GROUP BY ALL
+),
+tail AS (SELECT q.flow_id, q.query_index, q.{group} FROM q JOIN c USING ({group}) WHERE q.latency_ns >= c.p99_ns),
+ts AS (
+    SELECT tail.{group}, s.signature, sum(s.delay_ns) AS delay_ns
+    FROM tail JOIN query_signatures s USING (flow_id, query_index) GROUP BY ALL
+),
+top AS (
+    SELECT {group}, arg_max(signature, delay_ns) AS top_tail_signature, CAST(max(delay_ns) AS DOUBLE) / 1e6 AS top_tail_delay_ms
+    FROM ts GROUP BY ALL
+)
+SELECT c.{group}{extra}, f.flows, c.queries, c.p50_ms, c.p95_ms, c.p99_ns / 1e6 AS p99_ms,
+       f.lossy_share, c.signature_rate, top.top_tail_signature, top.top_tail_delay_ms
+FROM c LEFT JOIN f USING ({group}) LEFT JOIN top USING ({group})
+ORDER BY p99_ms DESC
+"""
+
+
+SUMMARY_UNITS = {"p50_ms": "ms", "p95_ms": "ms", "p99_ms": "ms", "top_tail_delay_ms": "ms",
+                 "lossy_share": "percentunit", "signature_rate": "percentunit"}
+TAIL_UNITS = {"tail_rate": "percentunit", "tail_delay_ms": "ms", "tail_delay_share": "percentunit"}
+PCT_UNITS = {"p50_ms": "ms", "p99_ms": "ms"}
+FLOW_LINK = ("Flow drill-down: packet timeline",
+             "/d/tailscope-flow/tailscope-flow-drill-down?var-flow=${__value.raw}&${__url_time_range}")
+HEXAGON_LINK = ("This hexagon",
+                "/d/tailscope-hexagon/tailscope-hexagons?var-hexagon=${__value.raw}&${carrier:queryparam}&${__url_time_range}")
+CARRIER_LINK = ("This carrier", "/d/tailscope-carrier/tailscope-carriers?var-carrier=${__value.raw}&${__url_time_range}")
+
+
+# ----------------------------------------------------------------------------------------------
+# the dashboards
+
+
+def overview() -> dict:
+    L = Layout()
+    L.row("Selection")
+    L.add(stat("Complete queries", f"SELECT count(*) AS queries FROM query_facts WHERE {FILTER}",
+               description="Request/response exchanges with a fully acknowledged response (docs/queries.md)"), 4, 4)
+    L.add(stat("Connections", f"""
+SELECT count(*) AS flows, count(*) FILTER (WHERE protocol = 'tcp') AS tcp, count(*) FILTER (WHERE protocol = 'quic') AS quic
+FROM flow_facts WHERE {FILTER}"""), 5, 4)
+    L.add(stat("Query latency p50 / p95 / p99", f"""
+SELECT quantile_disc(latency_ms, 0.5) AS p50, quantile_disc(latency_ms, 0.95) AS p95, quantile_disc(latency_ms, 0.99) AS p99
+FROM query_facts WHERE {FILTER}""", unit="ms",
+               description="Nearest-rank percentiles; a first query's latency includes its connection setup (docs/stats.md)"), 7, 4)
+    L.add(stat("Lossy TCP connections", f"""
+SELECT count(*) FILTER (WHERE lossy) / nullif(count(*), 0) AS lossy_share
+FROM flow_facts WHERE {FILTER} AND protocol = 'tcp'""", unit="percentunit", decimals=1,
+               description="TCP connections with at least one retransmission of any kind"), 4, 4)
+    L.add(stat("Queries hit by a signature", f"""
+SELECT count(*) FILTER (WHERE len(signatures) > 0) / nullif(count(*), 0) AS signature_rate
+FROM query_facts WHERE {FILTER}""", unit="percentunit", decimals=1), 4, 4)
+    L.row("Latency over time")
+    L.add(timeseries("Query latency percentiles", f"""
+SELECT {BUCKET} AS time,
+       quantile_disc(latency_ms, 0.5) AS p50, quantile_disc(latency_ms, 0.95) AS p95, quantile_disc(latency_ms, 0.99) AS p99
+FROM query_facts WHERE {FILTER}
+GROUP BY 1 ORDER BY 1""", unit="ms", log=True, description="Per $bucket bucket"), 16, 8)
+    L.add(timeseries("Queries and lossy connections", f"""
+SELECT {BUCKET} AS time, count(*) AS queries,
+       count(*) FILTER (WHERE len(signatures) > 0) AS queries_with_signature
+FROM query_facts WHERE {FILTER}
+GROUP BY 1 ORDER BY 1""", description="Complete queries per bucket, and those a signature struck"), 8, 8)
+    L.row("Where and why")
+    L.add(barchart("p99 latency by carrier", f"""
+SELECT carrier, quantile_disc(latency_ms, 0.99) AS p99_ms, quantile_disc(latency_ms, 0.5) AS p50_ms
+FROM query_facts WHERE {FILTER}
+GROUP BY carrier ORDER BY p99_ms DESC""", x="carrier"), 10, 9)
+    L.add(table("Which signatures make the p99 tail", tail_attribution_sql(None),
+                description="Queries at or above the selection's p99: the share carrying each signature and the delay "
+                            "charged to it (overlapping retransmissions are each charged: shares can add up to more "
+                            "than 100 %). '(connection setup)' = the handshake first queries waited for; '(none)' = no "
+                            "transport signature (look at the server).",
+                units=TAIL_UNITS, gauges=["tail_rate"]), 14, 9)
+    L.add(table("Sites", summary_sql("site"), units=SUMMARY_UNITS, gauges=["lossy_share"]), 12, 7)
+    L.add(table("Network types", summary_sql("network_type"), units=SUMMARY_UNITS, gauges=["lossy_share"]), 12, 7)
+    L.add(table("Enrichment coverage", f"""
+SELECT count(*) AS flows,
+       count(*) FILTER (WHERE carrier = 'unknown') AS carrier_unknown,
+       count(*) FILTER (WHERE h3_cell = 'unknown') AS hexagon_unknown,
+       count(*) FILTER (WHERE network_type = 'unknown') AS network_type_unknown,
+       count(*) FILTER (WHERE region = 'unknown') AS region_unknown,
+       count(*) FILTER (WHERE site = 'unknown') AS site_unknown
+FROM flow_facts WHERE {FILTER}""", description="Flows whose enrichment is unknown are kept and counted, never dropped (docs/enrichment.md)"), 24, 4)
+    return dashboard("tailscope-overview", "tailscope: overview",
+                     "Query latency, loss and the signatures behind the tail, for the selected carriers, hexagons, sites and network types",
+                     [*DIMENSION_VARS, BUCKET_VAR], L)
+
+
+def carriers() -> dict:
+    L = Layout()
+    L.row("Carriers over time")
+    L.add(timeseries("p99 query latency by carrier", f"""
+SELECT {BUCKET} AS time, carrier, quantile_disc(latency_ms, 0.99) AS p99
+FROM query_facts WHERE {FILTER}
+GROUP BY 1, 2 ORDER BY 1""", unit="ms", log=True), 12, 8)
+    L.add(timeseries("Lossy TCP connections by carrier", f"""
+SELECT {BUCKET} AS time, carrier, count(*) FILTER (WHERE lossy) / count(*) AS lossy_share
+FROM flow_facts WHERE {FILTER} AND protocol = 'tcp'
+GROUP BY 1, 2 ORDER BY 1""", unit="percentunit"), 12, 8)
+    L.row("Carriers")
+    L.add(table("Carriers", summary_sql("carrier"), units=SUMMARY_UNITS, gauges=["lossy_share", "signature_rate"],
+                links={"carrier": CARRIER_LINK},
+                description="top_tail_signature: the signature charged the most delay in the carrier's p99 tail"), 24, 7)
+    L.add(table("Signatures in each carrier's p99 tail", tail_attribution_sql("carrier"), units=TAIL_UNITS,
+                gauges=["tail_rate", "tail_delay_share"]), 12, 9)
+    L.add(table("Network types per carrier", f"""
+SELECT carrier, network_type, count(*) AS queries,
+       quantile_disc(latency_ms, 0.5) AS p50_ms, quantile_disc(latency_ms, 0.99) AS p99_ms
+FROM query_facts WHERE {FILTER}
+GROUP BY ALL ORDER BY carrier, p99_ms DESC""", units=PCT_UNITS), 12, 9)
+    L.add(table("Worst hexagons on these carriers", f"""
+SELECT carrier, h3_cell, region, count(*) AS queries,
+       quantile_disc(latency_ms, 0.5) AS p50_ms, quantile_disc(latency_ms, 0.99) AS p99_ms
+FROM query_facts WHERE {FILTER} AND h3_cell <> 'unknown'
+GROUP BY ALL ORDER BY p99_ms DESC LIMIT 50""", units=PCT_UNITS, links={"h3_cell": HEXAGON_LINK}), 24, 8)
+    return dashboard("tailscope-carrier", "tailscope: carriers",
+                     "Per carrier: latency percentiles, loss, the signatures of its p99 tail, its network types and worst hexagons",
+                     [*DIMENSION_VARS, BUCKET_VAR], L)
+
+
+def hexagons() -> dict:
+    L = Layout()
+    L.row("Map")
+    L.add(geomap("p99 query latency by hexagon", f"""
+SELECT h3_cell, region, any_value(h3_lat) AS latitude, any_value(h3_lng) AS longitude,
+       count(*) AS queries, quantile_disc(latency_ms, 0.99) AS p99_ms
+FROM query_facts WHERE {FILTER} AND h3_cell <> 'unknown' AND h3_lat IS NOT NULL
+GROUP BY h3_cell, region""", lat="latitude", lng="longitude", color="p99_ms", size="queries",
+                 description="One marker per H3 cell at its center: color = p99 latency, size = queries. "
+                             "Cell outlines: see dashboards/README.md (GeoJSON layer)."), 14, 12)
+    L.add(table("Hexagons", summary_sql("h3_cell", extra=", c.region", extra_group=", any_value(region) AS region"),
+                units=SUMMARY_UNITS, gauges=["lossy_share"], links={"h3_cell": HEXAGON_LINK}), 10, 12)
+    L.row("Which signature explains the p99")
+    L.add(table("Signatures in each hexagon's p99 tail", tail_attribution_sql("h3_cell"), units=TAIL_UNITS,
+                gauges=["tail_rate", "tail_delay_share"],
+                description="Per hexagon: the queries at or above its p99, the share carrying each signature and the delay charged to it"), 14, 10)
+    L.add(timeseries("p99 query latency by hexagon", f"""
+SELECT {BUCKET} AS time, h3_cell, quantile_disc(latency_ms, 0.99) AS p99
+FROM query_facts WHERE {FILTER}
+GROUP BY 1, 2 ORDER BY 1""", unit="ms", log=True), 10, 10)
+    L.add(table("Hexagon outlines (GeoJSON)", f"""
+SELECT DISTINCT h3_cell, h3_res, region, h3_lat, h3_lng, h3_boundary_geojson
+FROM flow_facts WHERE {FILTER} AND h3_boundary_geojson IS NOT NULL
+ORDER BY h3_cell""", description="The cells' outlines as GeoJSON Polygons ([lng, lat]), for other map tools"), 24, 6)
+    return dashboard("tailscope-hexagon", "tailscope: hexagons",
+                     "Per H3 hexagon: a map of p99 latency, and which signature explains each hexagon's p99",
+                     [*DIMENSION_VARS, BUCKET_VAR], L)
+
+
+def signatures() -> dict:
+    sig_var = var_query("signature", "Signature",
+                        "SELECT DISTINCT signature FROM query_signatures ORDER BY 1",
+                        multi=False, include_all=False,
+                        description="A signature charged to queries (docs/signatures.md), or '(connection setup)'")
+    L = Layout()
+    has = "(SELECT flow_id, query_index, delay_ns FROM query_signatures WHERE signature = $signature)"
+    L.row("$signature over time")
+    L.add(timeseries("Share of queries carrying $signature", f"""
+SELECT {BUCKET} AS time, count(s.flow_id) / count(*) AS rate
+FROM query_facts q LEFT JOIN {has} s USING (flow_id, query_index)
+WHERE {FILTER}
+GROUP BY 1 ORDER BY 1""", unit="percentunit"), 12, 8)
+    L.add(timeseries("Delay charged to $signature", f"""
+SELECT {BUCKET} AS time, CAST(sum(s.delay_ns) AS DOUBLE) / 1e6 AS delay_ms
+FROM query_facts q JOIN {has} s USING (flow_id, query_index)
+WHERE {FILTER}
+GROUP BY 1 ORDER BY 1""", unit="ms"), 12, 8)
+    for dim, title, w in (("carrier", "by carrier", 12), ("h3_cell", "by hexagon", 12)):
+        L.add(table(f"$signature {title}", f"""
+WITH q AS (SELECT q.*, s.delay_ns, s.flow_id IS NOT NULL AS has
+           FROM query_facts q LEFT JOIN {has} s USING (flow_id, query_index) WHERE {FILTER}),
+lvl AS (SELECT {dim}, quantile_disc(latency_ns, 0.99) AS p99_ns FROM q GROUP BY {dim})
+SELECT {dim}, count(*) AS queries,
+       count(*) FILTER (WHERE has) / count(*) AS rate,
+       count(*) FILTER (WHERE has AND latency_ns >= p99_ns) / count(*) FILTER (WHERE latency_ns >= p99_ns) AS tail_rate,
+       CAST(sum(delay_ns) AS DOUBLE) / 1e6 AS delay_ms,
+       median(latency_ns) FILTER (WHERE has) / 1e6 AS median_with_ms,
+       median(latency_ns) FILTER (WHERE NOT has) / 1e6 AS median_without_ms
+FROM q JOIN lvl USING ({dim})
+GROUP BY {dim} ORDER BY delay_ms DESC NULLS LAST, rate DESC""",
+                    units={"rate": "percentunit", "tail_rate": "percentunit", "delay_ms": "ms", "median_with_ms": "ms", "median_without_ms": "ms"},
+                    gauges=["rate", "tail_rate"]), w, 8)
+    L.row("Events and connections")
+    L.add(table("Signature events in the selection (events table)", """
+SELECT e.signature, coalesce(e.cause, '') AS cause, e.direction, count(*) AS events,
+       CAST(sum(e.delay_ns) AS DOUBLE) / 1e6 AS delay_ms
+FROM events e JOIN flow_facts f USING (flow_id)
+WHERE $__timeFilter(e.ts) AND f.carrier IN ($carrier) AND f.h3_cell IN ($hexagon)
+  AND f.site IN ($site) AND f.network_type IN ($network_type)
+GROUP BY ALL ORDER BY events DESC""", units={"delay_ms": "ms"},
+                description="Every occurrence the events table records (retransmissions by cause, out-of-order, lost segments, ...)"), 10, 9)
+    L.add(table("Connections where $signature cost the most", f"""
+SELECT CAST(q.flow_id AS VARCHAR) AS flow_id, any_value(q.community_id) AS community_id, any_value(q.carrier) AS carrier,
+       any_value(q.h3_cell) AS h3_cell, any_value(q.site) AS site, count(*) AS queries_with,
+       CAST(sum(s.delay_ns) AS DOUBLE) / 1e6 AS delay_ms, max(q.latency_ms) AS worst_latency_ms
+FROM query_facts q JOIN {has} s USING (flow_id, query_index)
+WHERE {FILTER}
+GROUP BY q.flow_id ORDER BY delay_ms DESC, worst_latency_ms DESC LIMIT 100""",
+                units={"delay_ms": "ms", "worst_latency_ms": "ms"}, links={"flow_id": FLOW_LINK}), 14, 9)
+    return dashboard("tailscope-signature", "tailscope: signature drill-down",
+                     "One signature: how often it strikes, the delay it costs, where, and the connections it hurt most",
+                     [*DIMENSION_VARS, BUCKET_VAR, sig_var], L)
+
+
+def flow() -> dict:
+    flow_var = var_query(
+        "flow", "Connection",
+        """WITH w AS (SELECT flow_id, max(latency_ms) AS worst_ms FROM query_facts GROUP BY flow_id)
+SELECT CAST(f.flow_id AS VARCHAR) AS __value,
+       CAST(f.flow_id AS VARCHAR) || '  ' || f.client_ip || ':' || f.client_port || ' > ' || f.server_ip || ':' || f.server_port
+         || '  ' || f.carrier || '  worst ' || CAST(CAST(round(coalesce(w.worst_ms, 0)) AS BIGINT) AS VARCHAR) || ' ms' AS __text
+FROM flow_facts f LEFT JOIN w USING (flow_id)
+WHERE $__timeFilter(f.start) AND f.carrier IN ($carrier) AND f.h3_cell IN ($hexagon)
+  AND f.site IN ($site) AND f.network_type IN ($network_type)
+ORDER BY w.worst_ms DESC NULLS LAST, f.start LIMIT 500""",
+        multi=False, include_all=False, refresh=2,
+        description="Connections in the time range, slowest query first (flow_id; the list follows the filters)")
+    fid = "flow_id = CAST($flow AS BIGINT)"
+    L = Layout()
+    L.row("Connection")
+    L.add(table("Connection", f"""
+SELECT CAST(flow_id AS VARCHAR) AS flow_id, community_id, protocol,
+       client_ip || ':' || client_port AS client, server_ip || ':' || server_port AS server,
+       start, "end", duration_ms, end_reason, carrier, network_type, h3_cell, region, site,
+       handshake_rtt_ms, rtt_p50_ms, rtt_p95_ms, retransmissions, array_to_string(signatures, ', ') AS signatures, first_file
+FROM flow_facts WHERE {fid}""",
+                units={"duration_ms": "ms", "handshake_rtt_ms": "ms", "rtt_p50_ms": "ms", "rtt_p95_ms": "ms"}), 24, 4)
+    L.row("Packet timeline")
+    L.add(timeseries("Time-sequence graph (relative sequence numbers)", f"""
+SELECT ts AS time,
+       CASE WHEN direction = 's2c' AND payload_len > 0 AND retx_cause IS NULL THEN CAST(rel_seq AS BIGINT) + payload_len END AS server_data,
+       CASE WHEN direction = 's2c' AND retx_cause IS NOT NULL THEN CAST(rel_seq AS BIGINT) + payload_len END AS server_retransmission,
+       CASE WHEN direction = 'c2s' AND (flags & 16) <> 0 THEN CAST(rel_ack AS BIGINT) END AS client_ack,
+       CASE WHEN direction = 'c2s' AND payload_len > 0 AND retx_cause IS NULL THEN CAST(rel_seq AS BIGINT) + payload_len END AS client_data,
+       CASE WHEN direction = 'c2s' AND retx_cause IS NOT NULL THEN CAST(rel_seq AS BIGINT) + payload_len END AS client_retransmission
+FROM packets WHERE {fid}
+ORDER BY ts""", unit="decbytes", fmt="table", points=True,
+                     description="tcptrace-style: each data segment at its end sequence number, the client's ACKs, and "
+                                 "retransmissions apart. The connection's own time, whatever the dashboard's range."), 16, 10)
+    L.add(timeseries("RTT samples and receive windows", f"""
+SELECT ts AS time,
+       CASE WHEN rtt_ns IS NOT NULL THEN rtt_ns / 1e6 END AS rtt_ms,
+       CASE WHEN direction = 'c2s' THEN CAST("window" AS BIGINT) END AS client_window_bytes
+FROM packets WHERE {fid}
+ORDER BY ts""", unit="ms", fmt="table", points=True,
+                     description="RTT samples towards the client (Karn's rule, TS echo); the client's advertised window"), 8, 10)
+    L.row("Queries and events")
+    L.add(table("Queries of this connection", f"""
+SELECT query_index, start, latency_ms, ttfb_ns / 1e6 AS ttfb_ms, setup_ns / 1e6 AS setup_ms,
+       request_bytes, response_bytes, retransmissions, array_to_string(signatures, ', ') AS signatures,
+       array_to_string([d.signature || ' ' || CAST(round(d.delay_ns / 1e6, 1) AS VARCHAR) || ' ms' FOR d IN delays], ', ') AS delays
+FROM query_facts WHERE {fid}
+ORDER BY query_index""", units={"latency_ms": "ms", "ttfb_ms": "ms", "setup_ms": "ms"}), 24, 7)
+    L.add(table("Signature events", f"""
+SELECT ts, CAST(frame AS BIGINT) AS frame, direction, signature, coalesce(cause, '') AS cause,
+       delay_ns / 1e6 AS delay_ms, CAST(seq AS BIGINT) AS seq, CAST("len" AS BIGINT) AS len, file
+FROM events WHERE {fid}
+ORDER BY ts, frame""", units={"delay_ms": "ms"}), 24, 7)
+    L.add(table("Packets", f"""
+SELECT ts, CAST(frame AS BIGINT) AS frame, direction, CAST(rel_seq AS BIGINT) AS rel_seq, CAST(rel_ack AS BIGINT) AS rel_ack,
+       CAST(payload_len AS BIGINT) AS payload_len,
+       concat_ws('', CASE WHEN (flags & 2) <> 0 THEN 'S' END, CASE WHEN (flags & 16) <> 0 THEN 'A' END,
+                 CASE WHEN (flags & 8) <> 0 THEN 'P' END, CASE WHEN (flags & 1) <> 0 THEN 'F' END,
+                 CASE WHEN (flags & 4) <> 0 THEN 'R' END) AS flags,
+       CAST("window" AS BIGINT) AS window, array_to_string(tag_names, ', ') AS tags, coalesce(retx_cause, '') AS retx_cause,
+       retx_delay_ns / 1e6 AS retx_delay_ms, rtt_ns / 1e6 AS rtt_ms, file
+FROM packets WHERE {fid}
+ORDER BY ts, frame LIMIT 10000""", units={"retx_delay_ms": "ms", "rtt_ms": "ms"}), 24, 12)
+    return dashboard("tailscope-flow", "tailscope: flow drill-down",
+                     "One connection: its packets as a time-sequence graph, RTT samples, queries and signature events",
+                     [*DIMENSION_VARS, flow_var], L)
+
+
+DASHBOARDS = {
+    "tailscope-overview.json": overview,
+    "tailscope-carrier.json": carriers,
+    "tailscope-hexagon.json": hexagons,
+    "tailscope-signature.json": signatures,
+    "tailscope-flow.json": flow,
+}
+
+
+def render() -> dict[str, str]:
+    return {name: json.dumps(make(), indent=2, ensure_ascii=False) + "\n" for name, make in DASHBOARDS.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 when dashboards/json differs from what this script writes")
+    args = ap.parse_args()
+    stale = []
+    for name, text in render().items():
+        path = OUT / name
+        if args.check:
+            if not path.is_file() or path.read_text() != text:
+                stale.append(name)
+        else:
+            OUT.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    if stale:
+        print(f"stale dashboards (run scripts/make-dashboards.py): {', '.join(stale)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""`tailscope report`: the weekly report of the demo (the samples with the enrichment fixture, plus a
+synthetic previous week) has every section, in HTML and Markdown, with the numbers of the marts;
+the HTML is self-contained; and headless Chromium (Debian's chromium, installed by
+scripts/install-report-deps.sh) renders it to a screenshot that is not blank."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import duckdb
+import pytest
+
+pytest.importorskip("h3")
+
+# one worker builds this module's dataset once (pytest -n with --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("report")
+
+from support import demo as demo_data
+from support.demo import PREV, WEEK
+from support.png import Image, read_png
+from tailscope.cli import main as cli_main
+from tailscope.jobs.report import SECTIONS
+from tailscope.jobs.stats import fmt_duration
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+PALETTE_BLUE = (0x33, 0x66, 0xCC)  # the report's first series color (jobs/report_svg.py)
+NAVY = (0x1D, 0x2D, 0x50)          # the report's title band and heading rules (jobs/report.py CSS)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    if not demo_data.have_samples():
+        pytest.skip("no bundled samples")
+    ds = demo_data.analyze_demo(tmp_path_factory.mktemp("report-ds") / "ds")
+    demo_data.add_previous_week(ds)
+    return ds
+
+
+@pytest.fixture(scope="module")
+def report(dataset, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("report-out")
+    rc = cli_main(["report", str(dataset), "--out", str(out), "--top", "10"])  # the latest week: WEEK
+    assert rc == 0
+    return {"dir": out, "html": out / f"report-{WEEK}.html", "md": out / f"report-{WEEK}.md",
+            "geojson": out / f"hexagons-{WEEK}.geojson"}
+
+
+@pytest.fixture(scope="module")
+def con(dataset):
+    from tailscope.jobs.db import build
+
+    c = duckdb.connect(str(build(dataset)), read_only=True)
+    yield c
+    c.close()
+
+
+def rows(con, sql: str, params=()) -> list[dict]:
+    cur = con.execute(sql, list(params))
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def section(html_text: str, sid: str) -> str:
+    m = re.search(rf'<section id="{sid}">(.*?)</section>', html_text, re.DOTALL)
+    assert m, f"section {sid} missing"
+    return m.group(1)
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def test_files_written(report):
+    """Without --week the report is of the latest week with flows."""
+    for key in ("html", "md", "geojson"):
+        assert report[key].is_file() and report[key].stat().st_size > 500, key
+    assert not list(report["dir"].glob(".*.tmp")), "temporary files left behind"
+
+
+def test_every_section_in_html_and_markdown(report):
+    html_text, md = report["html"].read_text(), report["md"].read_text()
+    for sid, title in SECTIONS:
+        assert re.search(rf'<section id="{sid}"><h2>{re.escape(title)}</h2>', html_text), f"HTML: no heading {title!r}"
+        assert f'<a href="#{sid}">' in html_text, f"HTML: {title!r} not in the navigation"
+        assert f"\n## {title}\n" in md, f"Markdown: no heading {title!r}"
+    headings = re.findall(r"<h2>(.*?)</h2>", html_text)
+    assert headings == [t for _, t in SECTIONS], "sections out of order"
+
+
+def test_self_contained(report):
+    text = report["html"].read_text()
+    assert not re.search(r"<(script|link|iframe|object|embed|img)\b", text, re.IGNORECASE)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//|file:)""", text, re.IGNORECASE)
+    assert not re.search(r"@import|url\((?!#)", text), "CSS loading something"
+    assert "http://" not in text and "https://" not in text
+    assert text.count("<svg") >= 6, "the plots and the map are inline SVG"
+
+
+def test_numbers_are_the_marts(report, con):
+    html_text, md = report["html"].read_text(), report["md"].read_text()
+    # p99 by carrier, with last week's and the delta
+    carriers = rows(con, "SELECT * FROM week_over_week('carrier', ?) WHERE queries IS NOT NULL", [WEEK])
+    sec = section(html_text, "carriers")
+    for c in carriers:
+        cells = re.search(rf"<tr><td>{re.escape(c['carrier'])}</td>(.*?)</tr>", sec).group(1)
+        assert f">{c['queries']}<" in cells and f">{fmt_duration(c['p99_ms'])}<" in cells
+        if c["p99_ms_prev"] is not None:
+            assert f">{fmt_duration(c['p99_ms_prev'])}<" in cells
+        top = rows(con, "SELECT signature FROM mart_carrier_signatures WHERE week = ? AND carrier = ? AND signature <> '(none)' "
+                        "AND tail_with > 0 ORDER BY tail_delay_ms DESC, tail_rate DESC, signature LIMIT 1", [WEEK, c["carrier"]])
+        if top:
+            assert top[0]["signature"] in cells, "the top tail signature is named"
+    # the worst hexagon of the week, all carriers' cells on the map
+    worst = rows(con, "SELECT carrier, h3_cell, p99_ms FROM worst_hexagons(?, ?, 1, 1)", [carriers[0]["carrier"], WEEK])
+    hexes = section(html_text, "hexagons")
+    first_row = re.search(r"<tbody><tr>(.*?)</tr>", hexes).group(1)
+    top_hex = rows(con, "SELECT carrier, h3_cell, p99_ms FROM mart_carrier_hexagon WHERE week = ? AND h3_cell <> 'unknown' "
+                        "ORDER BY p99_ms DESC, queries DESC, carrier, h3_cell LIMIT 1", [WEEK])[0]
+    assert top_hex["h3_cell"] in first_row and fmt_duration(top_hex["p99_ms"]) in first_row
+    assert worst[0]["h3_cell"] in hexes
+    cells = rows(con, "SELECT h3_cell FROM mart_hexagon WHERE week = ? AND h3_cell <> 'unknown'", [WEEK])
+    the_map = section(html_text, "map")
+    assert the_map.count("<polygon") == len(cells) >= 3
+    for c in cells:
+        assert c["h3_cell"] in the_map
+    # the worst flows, by id
+    flows = rows(con, "SELECT CAST(flow_id AS VARCHAR) AS flow_id FROM worst_flows(?, 10)", [WEEK])
+    sec = section(html_text, "worst-flows")
+    assert [f["flow_id"] for f in flows] == re.findall(r"<tr><td class=\"num\">\d+</td><td>(-?\d+)</td>", sec)
+    for f in flows:
+        assert f"`{f['flow_id']}`" in md
+    # field-study tables: this week and last week side by side
+    fs = section(html_text, "field-study")
+    assert f"<th>{WEEK}</th>" in fs and f"<th>{PREV}</th>" in fs and "RTT p50 / p75 / p95 / p99" in fs
+
+
+def test_week_over_week_section(report, con):
+    sec = section(report["html"].read_text(), "week-over-week")
+    moved = rows(con, "SELECT carrier, h3_cell, p99_ms_delta FROM week_over_week('carrier_hexagon', ?) "
+                      "WHERE h3_cell <> 'unknown' AND p99_ms_delta IS NOT NULL", [WEEK])
+    assert moved, "the synthetic previous week gives deltas"
+    for m in moved:
+        assert m["h3_cell"] in sec
+    assert "+" in sec and "No flows in" not in sec
+    # a carrier missing last week shows without a previous value
+    assert re.search(rf"<td>{demo_data.DROPPED}</td><td class=\"num\">\d+</td><td class=\"num\">-</td>", sec)
+
+
+def test_geojson(report, con):
+    doc = json.loads(report["geojson"].read_text())
+    cells = {r["h3_cell"]: r for r in rows(con, "SELECT h3_cell, p99_ms, queries FROM mart_hexagon WHERE week = ? AND h3_cell <> 'unknown'", [WEEK])}
+    assert doc["type"] == "FeatureCollection" and {f["id"] for f in doc["features"]} == set(cells)
+    for f in doc["features"]:
+        assert f["geometry"]["type"] == "Polygon" and len(f["geometry"]["coordinates"][0]) == 7
+        assert f["properties"]["p99_ms"] == pytest.approx(cells[f["id"]]["p99_ms"])
+
+
+def test_weeks_without_data_and_bad_weeks(dataset, tmp_path, capsys):
+    assert cli_main(["report", str(dataset), "--week", "2026-47", "--out", str(tmp_path)]) == 2
+    assert "YYYY-Www" in capsys.readouterr().err
+    # a week without data: the report says so, and still renders every section
+    assert cli_main(["report", str(dataset), "--week", "2020-W10", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "report-2020-W10.html").read_text()
+    assert "No flows in 2020-W10" in text and all(f'<section id="{sid}">' in text for sid, _ in SECTIONS)
+    assert "no flows in 2020-W10" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------
+# the screenshot
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.fail("chromium is not installed: run scripts/install-report-deps.sh (make system-deps)")
+
+
+def screenshot(page: Path, png: Path, profile: Path, size: str = "1280,4000") -> Image:
+    cmd = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={png}", f"--window-size={size}",
+           page.resolve().as_uri()]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0 and png.is_file(), f"chromium failed ({r.returncode}): {r.stderr[-2000:]}"
+    return read_png(png.read_bytes())
+
+
+def blankness(img: Image) -> dict:
+    """Over every 2nd pixel of every 2nd row: the variance of the channel values, the share of
+    pixels off the most common color, and how many pixels have the report's first series color
+    (plots drawn)."""
+    from collections import Counter
+
+    ch, step = img.channels, 2
+    colors: Counter = Counter()
+    total = total_sq = n = 0
+    squares = [v * v for v in range(256)]
+    for y in range(0, img.height, step):
+        row = img.rows[y]
+        planes = [row[c :: ch * step] for c in range(min(3, ch))]
+        colors.update(zip(*planes))
+        for plane in planes:
+            total += sum(plane)
+            total_sq += sum(map(squares.__getitem__, plane))
+            n += len(plane)
+    mean = total / n
+    pixels = sum(colors.values())
+    blue = sum(k for px, k in colors.items() if len(px) == 3 and all(abs(a - b) <= 12 for a, b in zip(px, PALETTE_BLUE)))
+    return {"variance": total_sq / n - mean * mean, "off_background": 1 - colors.most_common(1)[0][1] / pixels, "blue": blue}
+
+
+def heading_rules(img: Image, color: tuple[int, int, int] = NAVY) -> int:
+    """How many section headings the screenshot shows: each <h2> is underlined by a thin rule of
+    the report's navy across the page (the title band, also navy, is much taller)."""
+    pattern, rules, run = bytes(color), 0, 0
+    for y in range(img.height + 1):
+        full = y < img.height and img.rows[y].count(pattern) >= img.width // 2
+        if full:
+            run += 1
+        elif run:
+            rules += run <= 6
+            run = 0
+    return rules
+
+
+def test_blankness_measure_and_png_reader():
+    """The measure says blank for a blank page, and the PNG reader undoes every filter type."""
+    import struct
+    import zlib
+
+    blank = Image(40, 30, 3, [bytes([255] * 120)] * 30)
+    b = blankness(blank)
+    assert b["variance"] == 0 and b["off_background"] == 0 and b["blue"] == 0
+    assert heading_rules(blank) == 0
+    ruled = Image(40, 30, 3, [bytes(NAVY) * 40 if y in (5, 6, 20) else bytes([255] * 120) for y in range(30)])
+    assert heading_rules(ruled) == 2
+    # an image with every filter type, encoded here, read back
+    width, height, ch = 9, 10, 3
+    pixels = [bytes((x * 37 + y * 11 + c * 101) % 256 for x in range(width) for c in range(ch)) for y in range(height)]
+
+    def paeth(a, b, c):
+        p = a + b - c
+        pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+        return a if pa <= pb and pa <= pc else b if pb <= pc else c
+
+    raw, prev = b"", bytes(width * ch)
+    for y, row in enumerate(pixels):
+        kind = y % 5
+        out = bytearray()
+        for i, v in enumerate(row):
+            a = row[i - ch] if i >= ch else 0
+            c = prev[i - ch] if i >= ch else 0
+            pred = [0, a, prev[i], (a + prev[i]) // 2, paeth(a, prev[i], c)][kind]
+            out.append((v - pred) % 256)
+        raw += bytes([kind]) + bytes(out)
+        prev = row
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    assert read_png(png).rows == pixels
+
+
+def test_screenshot_in_headless_chromium(report, tmp_path):
+    img = screenshot(report["html"], tmp_path / "report.png", tmp_path / "profile")
+    assert (img.width, img.height) == (1280, 4000)
+    m = blankness(img)
+    assert m["variance"] > 500, f"screenshot looks blank: {m}"
+    assert m["off_background"] > 0.03, f"screenshot is almost one color: {m}"
+    assert m["blue"] > 500, f"no plot drawn in the screenshot: {m}"
+    # the title band on top, and every section's heading within the 4000 pixels
+    assert img.pixel(10, 10)[:3] == NAVY
+    assert heading_rules(img) == len(SECTIONS), "not every section's heading is in the screenshot"
