@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   set up, run the main job on the bundled sample captures, print a summary
 #   make test   set up (system packages, venv) and run every test (Rust and Python)
-.PHONY: demo test setup setup-test system-deps rust-test py-test clean
+.PHONY: demo test setup setup-test system-deps rust-test py-test fuzz-ci clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -27,13 +27,20 @@ demo: setup
 	$(VENV)/bin/tailscope db $(DEMO_OUT)
 	$(VENV)/bin/tailscope stats $(DEMO_OUT)
 
-test: setup-test rust-test py-test
+test: setup-test rust-test py-test fuzz-ci
 
 rust-test:
 	cargo test --workspace --exclude tailscope-native -q
 
+# The lab runs real stacks through a userspace emulator: its timing suffers when other tests
+# share the two cores, so it runs on its own after the rest.
 py-test:
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not lab"
+	$(PY) -m pytest -q -m lab
+
+# Bounded fuzz run (~2 minutes plus the build; fuzz/README.md). FUZZ_SECONDS=N per target.
+fuzz-ci:
+	scripts/fuzz-ci.sh
 
 clean:
-	rm -rf $(VENV) target build $(DEMO_OUT)
+	rm -rf $(VENV) target fuzz/target build $(DEMO_OUT)
