@@ -109,6 +109,8 @@ pub struct DirSeq {
     sack_holes: VecDeque<(u32, u32, bool)>,
     /// When this direction's ACK last advanced: Linux re-arms the sender's RTO there.
     last_advance_ts: Option<i64>,
+    /// Recent retransmissions of this direction: (seq, end, tags, delay), for D-SACK checks.
+    recent_retx: VecDeque<(u32, u32, u32, i64)>,
 }
 
 impl Default for DirSeq {
@@ -134,6 +136,7 @@ impl Default for DirSeq {
             last_tsval: None,
             holes: VecDeque::new(),
             sack_holes: VecDeque::new(),
+            recent_retx: VecDeque::new(),
             last_advance_ts: None,
         }
     }
@@ -181,6 +184,9 @@ pub struct Analysis {
     pub rtt_ns: Option<i64>,
     /// For a retransmission: time since the bytes were first sent.
     pub retx_delay_ns: Option<i64>,
+    /// A D-SACK in this packet proved an earlier retransmission (the other direction's, at this
+    /// sequence number, with these tags) spurious: (seq, tags it was given).
+    pub proved_spurious: Option<(u32, u32)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -399,6 +405,12 @@ impl TcpState {
                 _ => {}
             }
             record_retx(&mut self.stats, &mut self.retx_run, pk.dir, seq, seglen, ta, now - first_ts);
+            if seglen > 0 {
+                if fwd.recent_retx.len() >= MAX_HOLES {
+                    fwd.recent_retx.pop_front();
+                }
+                fwd.recent_retx.push_back((seq, seq.wrapping_add(seglen), ta, now - first_ts));
+            }
             for h in fwd.sack_holes.iter_mut() {
                 if le(h.0, seq) && lt(seq, h.1) {
                     h.2 = true;
@@ -492,6 +504,21 @@ impl TcpState {
             // A segment is best timed when it is first SACKed: its cumulative ACK may wait for a
             // hole to be repaired, and would measure the repair, not the path.
             let blocks = t.sack_blocks();
+            // RFC 2883: a first SACK block below the cumulative ACK, or inside the second block,
+            // reports data received twice: if we saw that data retransmitted, the resend was
+            // spurious (the original had arrived).
+            if let Some(&(l, r)) = blocks.first() {
+                let dsack = le(r, ack) || blocks.get(1).is_some_and(|&(l2, r2)| le(l2, l) && le(r, r2));
+                if dsack {
+                    if let Some(i) = rev.recent_retx.iter().rposition(|&(a, b, _, _)| le(a, l) && le(r, b)) {
+                        let (rseq, _, rtags, delay) = rev.recent_retx.remove(i).expect("index from rposition");
+                        if rtags & RETX_SPURIOUS == 0 {
+                            unspurious_stats(&mut self.stats, rtags, delay);
+                            out.proved_spurious = Some((rseq, rtags));
+                        }
+                    }
+                }
+            }
             if !blocks.is_empty() {
                 let mut newest: Option<&Unacked> = None;
                 for u in rev.segments.iter_mut() {
@@ -729,6 +756,28 @@ fn take_hole(d: &mut DirSeq, seq: u32, len: u32, now: i64) -> Option<i64> {
         d.holes.push_back((end, b, t));
     }
     Some(now - t)
+}
+
+/// Move a retransmission proved spurious from its cause's counters to `retx_spurious` (and out
+/// of the tail losses if it was counted as one).
+fn unspurious_stats(s: &mut TcpFlowStats, tags: u32, delay: i64) {
+    let counter = if tags & RETX_RTO != 0 {
+        &mut s.retx_rto
+    } else if tags & RETX_FAST != 0 {
+        &mut s.retx_fast
+    } else if tags & RETX_TLP != 0 {
+        &mut s.retx_tlp
+    } else if tags & RETX_NETWORK_DUPLICATE != 0 {
+        &mut s.retx_network_duplicate
+    } else {
+        &mut s.retx_unknown
+    };
+    *counter = counter.saturating_sub(1);
+    s.retx_spurious += 1;
+    if tags & TAIL_LOSS != 0 {
+        s.tail_losses = s.tail_losses.saturating_sub(1);
+        s.tail_loss_delay_ns -= delay;
+    }
 }
 
 fn record_retx(s: &mut TcpFlowStats, retx_run: &mut Option<(u32, u32)>, dir: usize, seq: u32, seglen: u32, ta: u32, delay: i64) {
