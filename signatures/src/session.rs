@@ -129,11 +129,13 @@ impl Session {
         }
     }
 
-    /// Decode up to `max_frames` frames of `cur`. Stops early once a packet batch is full, so the
-    /// caller can drain it. Sets `cur.done` at end of file or on an error (kept in the stats).
+    /// Decode up to `max_frames` frames of `cur`. Stops early once a packet batch or a flows
+    /// batch is full, so the caller can drain it (ended flows hold their analysis state until
+    /// drained: under a SYN flood with a full flow table every packet ends a flow). Sets
+    /// `cur.done` at end of file or on an error (kept in the stats).
     pub fn step(&mut self, cur: &mut FileCursor, max_frames: usize) {
         for _ in 0..max_frames {
-            if self.rows.len() >= self.config.batch_rows {
+            if self.rows.len() >= self.config.batch_rows || self.tracker.finished.len() >= FLOWS_PER_BATCH {
                 return;
             }
             let frame = match cur.reader.next_frame() {
@@ -224,6 +226,9 @@ impl Session {
             row.tags |= an.tags;
             row.rtt_ns = an.rtt_ns;
             row.retx_delay_ns = an.retx_delay_ns;
+            if let Some((seq, _)) = an.proved_spurious {
+                self.relabel_spurious(row.flow_id, !row.c2s, seq);
+            }
         }
         if row.tags != 0 {
             self.note_events(&row, row.tags, row.retx_delay_ns, p.tcp().map(|t| t.seq));
@@ -268,6 +273,24 @@ impl Session {
             }
         }
         mask
+    }
+
+    /// A D-SACK proved a retransmission spurious after its row was made: while the row still
+    /// waits in the batch, give it the cause it turned out to have (and drop its tail-loss event).
+    /// A row already written keeps the judgement made when its packet passed.
+    fn relabel_spurious(&mut self, flow_id: i64, c2s: bool, seq: u32) {
+        let cause_bits = tags::RETX_RTO | tags::RETX_FAST | tags::RETX_TLP | tags::RETX_NETWORK_DUPLICATE | tags::RETX_UNKNOWN;
+        let Some(row) = self.rows.iter_mut().rev().find(|r| {
+            r.flow_id == flow_id && r.c2s == c2s && r.seq == Some(seq) && r.tags & cause_bits != 0
+        }) else {
+            return;
+        };
+        row.tags = (row.tags & !(cause_bits | tags::TAIL_LOSS)) | tags::RETX_SPURIOUS;
+        let frame = row.frame;
+        self.events.retain(|e| !(e.flow_id == flow_id && e.frame == frame && e.signature == "tail_loss"));
+        for e in self.events.iter_mut().rev().filter(|e| e.flow_id == flow_id && e.frame == frame) {
+            e.cause = Some("spurious");
+        }
     }
 
     /// One events row per signature occurrence on this packet.
