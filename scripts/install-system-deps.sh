@@ -7,6 +7,7 @@ command -v cargo >/dev/null || { echo "error: cargo (Rust toolchain) not found; 
 need=()
 command -v tshark   >/dev/null || need+=(tshark)
 command -v tcptrace >/dev/null || need+=(tcptrace)
+command -v c++      >/dev/null || need+=(g++)  # libFuzzer, built by the fuzz targets (scripts/fuzz-ci.sh)
 if ((${#need[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     echo "error: missing system packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2

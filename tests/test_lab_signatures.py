@@ -57,10 +57,31 @@ def evaluation(tmp_path_factory):
     out = tmp_path_factory.mktemp("lab-signatures")
     results = run_scenarios(EVAL_SCENARIOS, out, max_parallel=3, return_exceptions=True)
     ev = evaluate(results, out)
+    # A run whose own ground truth is inconsistent (the client failed, a loss nothing logged, the
+    # capture and the relay log disagree, or the replayed causes disagree with the senders' kernel
+    # counters) is an experiment that went wrong on a busy machine, not a measurement of
+    # tailscope: it is repeated once, and the checks below still fail if it goes wrong again.
+    bad = _untrustworthy(ev)
+    if bad:
+        retry_dir = out / "retry"
+        retry_dir.mkdir()
+        rerun = run_scenarios([s for s in EVAL_SCENARIOS if s.name in bad], retry_dir, max_parallel=2,
+                              return_exceptions=True)
+        results = {**results, **rerun}
+        (out / "retry-eval").mkdir()
+        ev = evaluate(results, out / "retry-eval")
+        ev.retried = sorted(bad)
     ev.table = format_table(ev, details=12)
     ev.table_path = out / "signature-table.txt"
     ev.table_path.write_text(ev.table + "\n")
     return ev
+
+
+def _untrustworthy(ev) -> set[str]:
+    bad = {n for n, r in ev.results.items() if isinstance(r, Exception) or r.problems}
+    bad |= {n for n, t in ev.truths.items() if any(not v["ok"] for v in t.counter_check.values())}
+    bad |= {w.split(":", 1)[0] for w in ev.warnings if "relay record" in w or "no flow" in w}
+    return bad
 
 
 def _why(ev, row) -> str:

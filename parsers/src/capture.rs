@@ -7,6 +7,7 @@
 
 use std::io::Read;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use pcap_parser::pcapng::Block;
 use pcap_parser::traits::PcapReaderIterator;
@@ -123,6 +124,27 @@ pub struct CaptureReader {
     last_ts_ns: i64,
     pub linktypes_seen: Vec<u32>,
     pub sections: u32,
+    /// Byte order of the current pcapng section.
+    ng_big_endian: bool,
+    /// The last read error of the underlying stream (see [`NoteErrors`]).
+    read_error: Arc<Mutex<Option<String>>>,
+}
+
+/// Passes reads through and keeps the last error's message: pcap-parser turns every read error
+/// into a bare `ReadError`, and "incomplete deflate stream" is what the user needs to see.
+struct NoteErrors<R> {
+    inner: R,
+    last: Arc<Mutex<Option<String>>>,
+}
+
+impl<R: Read> Read for NoteErrors<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.inner.read(buf).inspect_err(|e| {
+            if let Ok(mut last) = self.last.lock() {
+                *last = Some(e.to_string());
+            }
+        })
+    }
 }
 
 fn io_err(offset: u64, e: impl std::fmt::Display) -> CaptureError {
@@ -173,7 +195,11 @@ impl CaptureReader {
             Some([0x0a, 0x0d, 0x0d, 0x0a]) => CaptureFormat::PcapNg,
             _ => CaptureFormat::Pcap,
         };
-        let stream = std::io::Cursor::new(prefix).chain(reader);
+        let read_error = Arc::new(Mutex::new(None));
+        let stream = NoteErrors {
+            inner: std::io::Cursor::new(prefix).chain(reader),
+            last: read_error.clone(),
+        };
         let inner = pcap_parser::create_reader(INITIAL_BUFFER, stream).map_err(|e| {
             let kind = match e {
                 PcapError::HeaderNotRecognized => CaptureErrorKind::NotACapture,
@@ -195,6 +221,8 @@ impl CaptureReader {
             last_ts_ns: 0,
             linktypes_seen: Vec::new(),
             sections: 0,
+            ng_big_endian: false,
+            read_error,
         })
     }
 
@@ -223,8 +251,66 @@ impl CaptureReader {
             // Legacy record header: ts_sec, ts_usec, caplen, origlen. We do not know the byte
             // order here, so report the smaller reading (the other is usually absurd).
             CaptureFormat::Pcap if d.len() >= 12 => le(&d[8..12]).min(be(&d[8..12])),
-            CaptureFormat::PcapNg if d.len() >= 8 => le(&d[4..8]).min(be(&d[4..8])),
+            CaptureFormat::PcapNg if d.len() >= 8 => match self.ng_block_len() {
+                Some(n) => u64::from(n),
+                None => le(&d[4..8]).min(be(&d[4..8])),
+            },
             _ => 0,
+        }
+    }
+
+    /// The length field of the pcapng block at the front of the buffer, read in its section's
+    /// byte order (a Section Header Block's own, from its byte-order magic).
+    fn ng_block_len(&self) -> Option<u32> {
+        let d = self.inner.data();
+        let b = d.get(0..8)?;
+        let big_endian = if b[0..4] == [0x0a, 0x0d, 0x0d, 0x0a] {
+            match d.get(8..12)? {
+                [0x1a, 0x2b, 0x3c, 0x4d] => true,
+                [0x4d, 0x3c, 0x2b, 0x1a] => false,
+                _ => return None,
+            }
+        } else {
+            self.ng_big_endian
+        };
+        let f = [b[4], b[5], b[6], b[7]];
+        Some(if big_endian { u32::from_be_bytes(f) } else { u32::from_le_bytes(f) })
+    }
+
+    /// What is wrong with the pcapng block at the front of the buffer, found before (or instead
+    /// of) pcap-parser's verdict, which for these cases is wrong or worse:
+    /// - a length below the 12 bytes every block takes: pcap-parser 0.17 checks each block type
+    ///   against its own minimum, and the Process Information Block's is 4, so a length of 4 to
+    ///   11 underflows `block_len - 12` inside the parser (a panic with overflow checks, a
+    ///   runaway buffer without). Fuzz regression `tests::pcapng_block_shorter_than_its_header`.
+    /// - `parser_wants_more` although the whole block is buffered: the block's contents claim
+    ///   more than its length (say, an Enhanced Packet Block whose captured length runs past
+    ///   the block). The parser asks for more input, which would make us buffer up to
+    ///   [`MAX_RECORD`] of the file and then call a whole block "truncated" or "too large".
+    fn ng_block_defect(&self, parser_wants_more: bool) -> Option<String> {
+        if self.format != CaptureFormat::PcapNg {
+            return None;
+        }
+        let len = self.ng_block_len()?;
+        if len < 12 {
+            return Some(format!("block length {len} is shorter than a block header (12 bytes)"));
+        }
+        if parser_wants_more && len as usize <= self.inner.data().len() {
+            return Some(format!("the block's contents run past its length ({len} bytes)"));
+        }
+        None
+    }
+
+    /// A read error at `offset`, with the stream's own message when it gave one.
+    fn read_failed(&self, offset: u64) -> CaptureError {
+        let msg = self.read_error.lock().ok().and_then(|m| m.clone());
+        io_err(offset, msg.unwrap_or_else(|| "read failed".into()))
+    }
+
+    fn corrupt(offset: u64, msg: String) -> CaptureError {
+        CaptureError {
+            offset,
+            kind: CaptureErrorKind::Corrupt(msg),
         }
     }
 
@@ -236,6 +322,9 @@ impl CaptureReader {
                 self.pending_consume = 0;
             }
             let offset = self.inner.consumed() as u64;
+            if let Some(msg) = self.ng_block_defect(false) {
+                return Err(Self::corrupt(offset, msg));
+            }
             let base = self.inner.data().as_ptr() as usize;
             // Copy what we need out of the parsed block so the borrow of the reader ends before
             // we hand out the frame (see the slice taken after the match).
@@ -276,7 +365,8 @@ impl CaptureReader {
                                 cap,
                             ))
                         }
-                        PcapBlockOwned::NG(Block::SectionHeader(_)) => {
+                        PcapBlockOwned::NG(Block::SectionHeader(shb)) => {
+                            self.ng_big_endian = shb.big_endian();
                             self.interfaces.clear();
                             self.sections += 1;
                             None
@@ -330,10 +420,18 @@ impl CaptureReader {
                 }
                 Err(PcapError::Eof) => return Ok(None),
                 Err(PcapError::Incomplete(_)) => {
-                    self.inner.refill().map_err(|e| io_err(offset, format!("{e:?}")))?;
+                    if let Some(msg) = self.ng_block_defect(true) {
+                        return Err(Self::corrupt(offset, msg));
+                    }
+                    if self.inner.refill().is_err() {
+                        return Err(self.read_failed(offset));
+                    }
                     continue;
                 }
                 Err(PcapError::BufferTooSmall) => {
+                    if let Some(msg) = self.ng_block_defect(true) {
+                        return Err(Self::corrupt(offset, msg));
+                    }
                     let claimed = self.claimed_len();
                     let cap = self.inner.data().len().max(INITIAL_BUFFER);
                     let want = (cap * 2).max(claimed as usize + 64);
@@ -343,16 +441,21 @@ impl CaptureReader {
                             kind: CaptureErrorKind::RecordTooLarge(claimed),
                         });
                     }
-                    self.inner.refill().map_err(|e| io_err(offset, format!("{e:?}")))?;
+                    if self.inner.refill().is_err() {
+                        return Err(self.read_failed(offset));
+                    }
                     continue;
                 }
                 Err(PcapError::UnexpectedEof) => {
+                    if let Some(msg) = self.ng_block_defect(true) {
+                        return Err(Self::corrupt(offset, msg));
+                    }
                     return Err(CaptureError {
                         offset,
                         kind: CaptureErrorKind::Truncated,
                     })
                 }
-                Err(PcapError::ReadError) => return Err(io_err(offset, "read failed")),
+                Err(PcapError::ReadError) => return Err(self.read_failed(offset)),
                 Err(e) => {
                     let msg = match e {
                         PcapError::NomError(_, k) | PcapError::OwnedNomError(_, k) => {
@@ -402,5 +505,109 @@ mod tests {
         assert_eq!(units_per_sec(100), 0);
         assert_eq!(to_ns(1_500_000, 1_000_000, 0), 1_500_000_000);
         assert_eq!(to_ns(3, 1_000_000_000, 2), 2_000_000_003);
+    }
+
+    fn read_all(data: Vec<u8>) -> (u64, Option<CaptureError>) {
+        let mut r = match CaptureReader::from_reader(Box::new(std::io::Cursor::new(data)), Compression::None) {
+            Ok(r) => r,
+            Err(e) => return (0, Some(e)),
+        };
+        loop {
+            match r.next_frame() {
+                Ok(Some(_)) => {}
+                Ok(None) => return (r.frames_read(), None),
+                Err(e) => return (r.frames_read(), Some(e)),
+            }
+        }
+    }
+
+    fn ng_block(btype: u32, body: &[u8], big_endian: bool) -> Vec<u8> {
+        let n = (12 + body.len()) as u32;
+        let w = |v: u32| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+        [&w(btype)[..], &w(n), body, &w(n)].concat()
+    }
+
+    fn shb(big_endian: bool) -> Vec<u8> {
+        let mut body = if big_endian { 0x1A2B3C4Du32.to_be_bytes() } else { 0x1A2B3C4Du32.to_le_bytes() }.to_vec();
+        body.extend_from_slice(&if big_endian { [0, 1, 0, 0] } else { [1, 0, 0, 0] });
+        body.extend_from_slice(&[0xff; 8]);
+        ng_block(0x0A0D0D0A, &body, big_endian)
+    }
+
+    /// Fuzz regression (capture_reader, `attempt to subtract with overflow` in pcap-parser's
+    /// block parser): a Process Information Block (0x80000001) whose length field says 10.
+    #[test]
+    fn pcapng_block_shorter_than_its_header() {
+        for big_endian in [false, true] {
+            for len in [0u32, 4, 8, 10, 11] {
+                let mut data = shb(big_endian);
+                let w = |v: u32| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+                let at = data.len() as u64;
+                data.extend_from_slice(&w(0x8000_0001));
+                data.extend_from_slice(&w(len));
+                data.extend_from_slice(&[0; 40]);
+                let (frames, err) = read_all(data);
+                let err = err.expect("an error");
+                assert_eq!(frames, 0);
+                assert_eq!(err.offset, at, "{err}");
+                assert!(matches!(err.kind, CaptureErrorKind::Corrupt(_)), "{big_endian} {len}: {err}");
+                assert!(err.to_string().contains(&format!("block length {len}")), "{err}");
+            }
+        }
+        // An Enhanced Packet Block whose captured length runs past its block, in a file much
+        // larger than the read buffer: a clear "corrupt" at once, not 64 MiB buffered first.
+        for big_endian in [false, true] {
+            let w = |v: u32| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+            let mut data = shb(big_endian);
+            data.extend_from_slice(&ng_block(1, &[&w(1)[..2], &[0, 0], &w(0)].concat(), big_endian));
+            let at = data.len() as u64;
+            let body = [&w(0)[..], &w(0), &w(0), &w(4000), &w(60), &[0u8; 60]].concat();
+            data.extend_from_slice(&ng_block(6, &body, big_endian));
+            data.extend(std::iter::repeat_n(0u8, 3 * INITIAL_BUFFER));
+            let (frames, err) = read_all(data);
+            let err = err.expect("an error");
+            assert_eq!((frames, err.offset), (0, at), "{err}");
+            assert!(err.to_string().contains("contents run past its length (92 bytes)"), "{err}");
+        }
+        // A well-formed block of another type after the section header is still read past.
+        let mut data = shb(false);
+        data.extend_from_slice(&ng_block(0x8000_0001, &[0; 8], false));
+        assert_eq!(read_all(data), (0, None));
+    }
+
+    /// A compressed capture cut short: the decompressor's own message, not pcap-parser's bare
+    /// `ReadError`.
+    #[test]
+    fn cut_gzip_stream_says_why() {
+        use std::io::Write;
+        let mut pcap = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 1, 0, 0, 0];
+        let mut x = 0x1234_5678u32;
+        for i in 0..3000u32 {
+            pcap.extend_from_slice(&[&i.to_le_bytes()[..], &[0; 4], &100u32.to_le_bytes(), &100u32.to_le_bytes()].concat());
+            // incompressible payload, so the cut lands well inside the records
+            pcap.extend((0..100).map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            }));
+        }
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&pcap).unwrap();
+        let gz = gz.finish().unwrap();
+        let path = std::env::temp_dir().join(format!("tailscope-cut-{}.pcap.gz", std::process::id()));
+        std::fs::write(&path, &gz[..gz.len() / 2]).unwrap();
+        let mut r = CaptureReader::open(&path).unwrap();
+        let err = loop {
+            match r.next_frame() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("a cut stream read to the end"),
+                Err(e) => break e,
+            }
+        };
+        std::fs::remove_file(&path).ok();
+        assert!(r.frames_read() > 100, "{}", r.frames_read());
+        assert!(matches!(err.kind, CaptureErrorKind::Io(_)), "{err}");
+        assert!(err.to_string().contains("deflate"), "{err}");
     }
 }

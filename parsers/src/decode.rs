@@ -233,23 +233,48 @@ fn decode_inner(inner: Inner<'_>, depth: usize, encap: Encap) -> Result<Packet<'
     }
 }
 
+/// IPv6 extension headers as (header type, header bytes), walked with our own bounds checks.
+///
+/// Not etherparse's `Ipv6ExtensionSliceIter`: it trusts the chain to end inside the slice, which
+/// a lax parse that stopped at a cut or invalid header does not guarantee (the last whole header
+/// then names a next header that is not there, and the iterator reads it past the end of the
+/// slice; fuzz regression `tests::ipv6_extension_chain_ending_in_a_cut_header`).
+fn ipv6_extensions<'a>(v6: &etherparse::LaxIpv6Slice<'a>) -> impl Iterator<Item = (u8, &'a [u8])> {
+    let exts = v6.extensions();
+    let mut next = exts.first_header().map(|n| n.0);
+    let mut rest: &'a [u8] = exts.slice();
+    std::iter::from_fn(move || {
+        let ty = next.take()?;
+        let len = match ty {
+            // Hop-by-Hop, Routing, Destination Options: length in 8-octet units, not counting
+            // the first 8.
+            0 | 43 | 60 => (usize::from(*rest.get(1)?) + 1) * 8,
+            // Fragment: always 8.
+            44 => 8,
+            // Authentication Header: length in 4-octet units, not counting the first 2.
+            51 => (usize::from(*rest.get(1)?) + 2) * 4,
+            _ => return None,
+        };
+        let h = rest.get(..len)?;
+        rest = &rest[len..];
+        next = Some(h[0]);
+        Some((ty, h))
+    })
+}
+
+/// (fragment offset in 8-octet units, identification) of an IPv6 Fragment header.
+fn ipv6_fragment(h: &[u8]) -> (u16, u32) {
+    (u16::from_be_bytes([h[2], h[3]]) >> 3, u32::from_be_bytes([h[4], h[5], h[6], h[7]]))
+}
+
 fn ipv6_fragment_id(v6: &etherparse::LaxIpv6Slice<'_>) -> Option<u32> {
-    v6.extensions()
-        .clone()
-        .into_iter()
-        .find_map(|e| match e {
-            etherparse::Ipv6ExtensionSlice::Fragment(f) => Some(f.identification()),
-            _ => None,
-        })
+    ipv6_extensions(v6).find(|(ty, _)| *ty == 44).map(|(_, h)| ipv6_fragment(h).1)
 }
 
 fn is_first_fragment(ip: &LaxIpSlice<'_>) -> bool {
     match ip {
         LaxIpSlice::Ipv4(v4) => v4.header().fragments_offset().value() == 0,
-        LaxIpSlice::Ipv6(v6) => v6.extensions().clone().into_iter().all(|e| match e {
-            etherparse::Ipv6ExtensionSlice::Fragment(f) => f.fragment_offset().value() == 0,
-            _ => true,
-        }),
+        LaxIpSlice::Ipv6(v6) => ipv6_extensions(v6).all(|(ty, h)| ty != 44 || ipv6_fragment(h).0 == 0),
     }
 }
 
@@ -352,4 +377,52 @@ fn decode_udp(d: &[u8], l4_len: u32) -> Result<Packet<'_>, SkipReason> {
     p.payload = &d[8..];
     p.payload_len = payload_len;
     Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::Frame;
+    use crate::link::LINKTYPE_RAW;
+
+    fn raw_frame(data: &[u8]) -> Frame<'_> {
+        Frame { number: 1, ts_ns: 0, linktype: LINKTYPE_RAW, wire_len: data.len() as u32, data, offset: 0 }
+    }
+
+    fn ipv6(next_header: u8, payload_len: u16, rest: &[u8]) -> Vec<u8> {
+        let mut p = vec![0x60, 0, 0, 0];
+        p.extend_from_slice(&payload_len.to_be_bytes());
+        p.extend_from_slice(&[next_header, 64]);
+        p.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8].repeat(8)); // src, dst
+        p.extend_from_slice(rest);
+        p
+    }
+
+    /// Fuzz regression (decode_frame, SIGSEGV): a complete Hop-by-Hop header whose next header
+    /// is a Destination Options header cut short. etherparse's lax slice keeps the Hop-by-Hop
+    /// header, and its extension iterator then reads the missing header past the end of the
+    /// slice (an out-of-bounds read, and a subtraction overflow in debug builds).
+    #[test]
+    fn ipv6_extension_chain_ending_in_a_cut_header() {
+        // Hop-by-Hop (next: 60 Destination Options, 8 bytes), then 2 bytes of a Destination
+        // Options header that claims 48.
+        let hbh = [60u8, 0, 1, 4, 0, 0, 0, 0];
+        let frame = ipv6(0, 8 + 48, &[&hbh[..], &[6, 5]].concat());
+        let r = decode_frame(&raw_frame(&frame));
+        assert!(r.is_err(), "{r:?}");
+        // The same with a fragment header last (its 8 bytes cut to 4).
+        let frame = ipv6(0, 8 + 8, &[&hbh[..1], &[0u8; 7][..]].concat().iter().copied().chain([44u8, 0, 0, 0]).collect::<Vec<_>>());
+        let _ = decode_frame(&raw_frame(&frame));
+        // Every prefix of a chain Hop-by-Hop, Routing, Fragment, TCP.
+        let mut chain = vec![43u8, 0, 0, 0, 0, 0, 0, 0]; // HbH -> Routing
+        chain.extend_from_slice(&[44, 0, 0, 0, 0, 0, 0, 0]); // Routing -> Fragment
+        chain.extend_from_slice(&[6, 0, 0, 0, 0x12, 0x34, 0x56, 0x78]); // Fragment (offset 0) -> TCP
+        chain.extend_from_slice(&[0x9c, 0x40, 0x01, 0xbb, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]);
+        let whole = ipv6(0, chain.len() as u16, &chain);
+        let p = decode_frame(&raw_frame(&whole)).expect("whole chain decodes");
+        assert_eq!((p.sport, p.dport, p.ip_id), (40000, 443, Some(0x12345678)));
+        for n in 40..whole.len() {
+            let _ = decode_frame(&raw_frame(&whole[..n]));
+        }
+    }
 }

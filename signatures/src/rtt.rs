@@ -25,8 +25,8 @@ impl Estimator {
                 self.rttvar = r / 2;
             }
             Some(s) => {
-                self.rttvar = (3 * self.rttvar + (s - r).abs()) / 4;
-                self.srtt = Some((7 * s + r) / 8);
+                self.rttvar = self.rttvar.saturating_mul(3).saturating_add(s.saturating_sub(r).saturating_abs()) / 4;
+                self.srtt = Some(s.saturating_mul(7).saturating_add(r) / 8);
             }
         }
     }
@@ -36,7 +36,7 @@ impl Estimator {
     pub fn rto(&self) -> i64 {
         match self.srtt {
             None => RTO_INITIAL_NS,
-            Some(s) => s + (4 * self.rttvar).max(RTO_MIN_NS),
+            Some(s) => s.saturating_add(self.rttvar.saturating_mul(4).max(RTO_MIN_NS)),
         }
     }
 }

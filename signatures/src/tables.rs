@@ -582,7 +582,7 @@ pub fn queries_batch(flows: &[Flow], capture_id: &str) -> Option<RecordBatch> {
         Arc::new(UInt64Array::from_iter_values(qs.iter().map(|(_, q)| q.retransmissions))),
         string_lists(qs.iter().map(|(_, q)| sigs(q))),
         Arc::new(delays.finish()),
-        Arc::new(Int64Array::from_iter_values(qs.iter().map(|(_, q)| q.charges.items.iter().map(|(_, d)| d).sum::<i64>()))),
+        Arc::new(Int64Array::from_iter_values(qs.iter().map(|(_, q)| q.charges.items.iter().fold(0i64, |sum, (_, d)| sum.saturating_add(*d))))),
     ];
     Some(RecordBatch::try_new(query_schema(), columns).expect("query columns match the schema"))
 }

@@ -1,0 +1,98 @@
+//! Inputs found by the `flow_session` fuzz target (fuzz/README.md), as regression tests. Debug
+//! test builds check integer overflow, which is how these failed: release builds wrapped and
+//! wrote wrong numbers.
+
+use tailscope_signatures::flow::FlowConfig;
+use tailscope_signatures::rtt::Estimator;
+use tailscope_signatures::session::{Session, SessionConfig};
+
+/// A raw-IPv4 pcap (microsecond timestamps) of (seconds, TCP segment) records.
+fn pcap(records: &[(u32, Vec<u8>)]) -> Vec<u8> {
+    let mut out = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    out.extend_from_slice(&262_144u32.to_le_bytes());
+    out.extend_from_slice(&101u32.to_le_bytes()); // LINKTYPE_RAW
+    for (sec, pkt) in records {
+        for v in [*sec, 0, pkt.len() as u32, pkt.len() as u32] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(pkt);
+    }
+    out
+}
+
+fn tcp(c2s: bool, seq: u32, ack: u32, flags: u8, payload: usize) -> Vec<u8> {
+    let (src, dst, sport, dport) = if c2s { ([10, 0, 0, 1], [10, 0, 0, 2], 40000u16, 80u16) } else { ([10, 0, 0, 2], [10, 0, 0, 1], 80, 40000) };
+    let total = (40 + payload) as u16;
+    let mut p = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
+    p[2..4].copy_from_slice(&total.to_be_bytes());
+    p.extend_from_slice(&src);
+    p.extend_from_slice(&dst);
+    p.extend_from_slice(&sport.to_be_bytes());
+    p.extend_from_slice(&dport.to_be_bytes());
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&ack.to_be_bytes());
+    p.extend_from_slice(&[5 << 4, flags, 0xff, 0xff, 0, 0, 0, 0]);
+    p.extend(std::iter::repeat_n(b'x', payload));
+    p
+}
+
+/// Through a session whose flows never time out (`--tcp-idle-timeout 1e12` does the same), so a
+/// gap of a century stays inside one flow.
+fn run(data: Vec<u8>) -> Session {
+    let flow = FlowConfig { tcp_idle_timeout_ns: i64::MAX, tcp_closed_linger_ns: i64::MAX, ..FlowConfig::default() };
+    let mut s = Session::new(SessionConfig { flow, batch_rows: 64 }, "regression");
+    let mut cur = s.open_bytes(data, "regression").expect("a capture");
+    while !cur.done {
+        s.step(&mut cur, 1000);
+        let _ = s.drain(false);
+    }
+    s.finish();
+    let _ = s.drain(true);
+    assert_eq!(cur.stats.frames, cur.stats.decoded);
+    s
+}
+
+/// flow_session, `attempt to add with overflow` in `tables::queries_batch` (the sum of a
+/// query's charged delays): a request retransmitted three times ~136 years after it was first
+/// sent (pcap seconds 0, then near 2^32) charges three delays of ~4.3e18 ns to one query.
+#[test]
+fn query_delays_summing_past_i64() {
+    let (c, s) = (1000u32, 5000u32);
+    let mut recs = vec![
+        (0, tcp(true, c, 0, 0x02, 0)),
+        (0, tcp(false, s, c + 1, 0x12, 0)),
+        (0, tcp(true, c + 1, s + 1, 0x10, 0)),
+        (1, tcp(true, c + 1, s + 1, 0x18, 100)),
+    ];
+    for i in 0..3 {
+        recs.push((0xffff_fff0 + i, tcp(true, c + 1, s + 1, 0x18, 100)));
+    }
+    let session = run(pcap(&recs));
+    assert_eq!(session.flows_started(), 1);
+}
+
+/// flow_session, `attempt to multiply with overflow` in `Estimator::add` (RFC 6298 smoothing),
+/// and the same in `Estimator::rto`: RTT samples of ~4.3e18 ns (data at second 0, its ACK near
+/// 2^32 seconds) overflow 7·SRTT and SRTT + 4·RTTVAR.
+#[test]
+fn rtt_estimator_with_huge_samples() {
+    let mut e = Estimator::default();
+    for r in [i64::MAX / 2, i64::MAX, 1, i64::MAX, 0, i64::MAX] {
+        e.add(r);
+        assert!(e.srtt().unwrap() >= 0 && e.rto() >= 0, "{r}");
+    }
+    let (c, s) = (1000u32, 5000u32);
+    let mut recs = vec![
+        (0, tcp(true, c, 0, 0x02, 0)),
+        (0, tcp(false, s, c + 1, 0x12, 0)),
+        (0, tcp(true, c + 1, s + 1, 0x10, 0)),
+    ];
+    let mut seq = s + 1;
+    for i in 0..4u32 {
+        recs.push((i, tcp(false, seq, c + 1, 0x18, 100)));
+        recs.push((0xffff_fff0 + i, tcp(true, c + 1, seq + 100, 0x10, 0)));
+        seq += 100;
+    }
+    let session = run(pcap(&recs));
+    assert_eq!(session.flows_started(), 1);
+}
