@@ -36,7 +36,7 @@ rust-test:
 # share the two cores, so it runs on its own after the rest.
 py-test:
 	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not lab"
-	$(PY) -m pytest -q -m lab
+	$(PY) -m pytest -q -m "lab and not lab_targets"
 
 # Bounded fuzz run (~2 minutes plus the build; fuzz/README.md). FUZZ_SECONDS=N per target.
 fuzz-ci:

@@ -95,6 +95,7 @@ def test_print_table(evaluation, request, capsys):
         print(f"\n{evaluation.table}\n(written to {evaluation.table_path})")
 
 
+@pytest.mark.lab_targets
 def test_runs_are_trustworthy(evaluation):
     """Every scenario ran and the lab saw no loss it did not log (else the truth is incomplete)."""
     bad = {n: (r if isinstance(r, Exception) else r.problems) for n, r in evaluation.results.items()
@@ -102,6 +103,7 @@ def test_runs_are_trustworthy(evaluation):
     assert not bad, bad
 
 
+@pytest.mark.lab_targets
 def test_truth_agrees_with_the_senders_counters(evaluation):
     """The replayed retransmission causes (truth.py) match what the senders' kernels counted:
     TCPFastRetrans, TCPSlowStartRetrans, TCPTimeouts, TCPLossProbes."""
@@ -110,12 +112,14 @@ def test_truth_agrees_with_the_senders_counters(evaluation):
     assert not bad, bad
 
 
+@pytest.mark.lab_targets
 def test_truth_joins_the_capture(evaluation):
     """Every captured frame found its relay record and vice versa."""
     bad = [w for w in evaluation.warnings if "relay record" in w or "no flow" in w]
     assert not bad, bad[:10]
 
 
+@pytest.mark.lab_targets
 @pytest.mark.parametrize("signature", TARGETED)
 def test_target(evaluation, signature):
     row = evaluation.row(signature)
@@ -125,12 +129,14 @@ def test_target(evaluation, signature):
     assert precision_ok and recall_ok, _why(evaluation, row)
 
 
+@pytest.mark.lab_targets
 def test_clean_runs_have_no_signature(evaluation):
     row = evaluation.row("no signature in clean runs")
     assert row.tp + row.fp > 0
     assert row.fp == 0, _why(evaluation, row)
 
 
+@pytest.mark.lab_targets
 def test_syn_loss_before_the_capture_point_is_not_claimed(evaluation):
     """The relay drops these SYNs before the server's capture: the server sees one SYN, so any
     syn_loss there would be a guess (reported as 'not observable', not as recall)."""
