@@ -366,8 +366,13 @@ def test_mobile_mixed(lab):
     r = result(lab, "mobile_mixed")
     syn_drops = [d for d in r.drops() if d.get("rule_kind") == "syn"]
     assert sorted(d["conn"] for d in syn_drops) == [1, 3]
-    lat = [(q["t_first_byte_ns"] - q["t_send_ns"]) / 1e9 for q in r.requests()]
-    assert min(lat) > 0.3, "every request pays at least one 350 ms RTT"
+    lat = sorted((q["t_first_byte_ns"] - q["t_send_ns"]) / 1e9 for q in r.requests())
+    # Jitter is Gaussian (sd 25 ms each way, so ~35 ms on a round trip): one request in a dozen
+    # may see an RTT near 290 ms (seen: 0.286 s). Every request still pays one RTT of 350 ms less
+    # four standard deviations, and the typical one pays the full 350 ms.
+    rtt_sd = (2 * 0.025 ** 2) ** 0.5
+    assert lat[0] > 0.35 - 4 * rtt_sd, f"a request faster than one RTT: {lat[0]:.3f} s"
+    assert lat[len(lat) // 2] > 0.33, f"median request latency {lat[len(lat) // 2]:.3f} s, under the 350 ms RTT"
 
 
 def test_ipv6(lab):
