@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -77,14 +78,52 @@ def recover(out: Path) -> list[str]:
     return removed
 
 
+@dataclass(frozen=True)
+class StagedPart:
+    table: str
+    date: str | None
+    path: str  # where it is staged
+
+
+def publish(out: Path, run_id: str, parts: list[StagedPart], manifest: dict) -> list[str]:
+    """Move staged parts into the dataset, then write the run manifest: until the manifest
+    exists the parts are orphans that :func:`recover` removes, so a reader never counts a run
+    that did not finish."""
+    moved = []
+    for part in sorted(parts, key=lambda p: p.path):
+        staged = Path(part.path)
+        dest_dir = out / part.table / (f"date={part.date}" if part.date else "")
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        dest = dest_dir / staged.name
+        os.replace(staged, dest)
+        moved.append(str(dest.relative_to(out)))
+    manifest["outputs"] = moved
+    runs = out / "_runs"
+    runs.mkdir(exist_ok=True)
+    tmp = runs / f".{run_id}.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=False, default=str))
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, runs / f"{run_id}.json")
+    shutil.rmtree(out / "_staging" / run_id, ignore_errors=True)
+    try:
+        (out / "_staging").rmdir()
+    except OSError:
+        pass
+    return moved
+
+
 class StagedWriter:
     """Streams record batches into staged, date-partitioned Parquet files."""
 
-    def __init__(self, out: Path, run_id: str):
+    def __init__(self, out: Path, run_id: str, stage: Path | None = None, tag: str = ""):
+        """`stage` and `tag` let several writers of one run (the Spark engine's tasks) stage
+        their parts side by side: each in its own directory, with `tag` in its file names."""
         self.out = out
         self.run_id = run_id
-        self.stage = out / "_staging" / run_id
-        self.stage.mkdir(parents=True, exist_ok=False)
+        self.stage = stage or out / "_staging" / run_id
+        self.stage.mkdir(parents=True, exist_ok=stage is not None)
+        self.tag = tag
         self._writers: dict[tuple[str, str | None], pq.ParquetWriter] = {}
         self._paths: dict[tuple[str, str | None], Path] = {}
         self.rows: dict[str, int] = {}
@@ -96,7 +135,7 @@ class StagedWriter:
         if w is None:
             sub = self.stage / table / (f"date={date}" if date else "")
             sub.mkdir(parents=True, exist_ok=True)
-            path = sub / f"part-{self.run_id}-{self._seq:05d}.parquet"
+            path = sub / f"part-{self.run_id}-{self.tag}{self._seq:05d}.parquet"
             self._seq += 1
             w = pq.ParquetWriter(path, schema, use_dictionary=_dictionary_columns(schema), **PARQUET_OPTIONS)
             self._writers[key] = w
@@ -122,31 +161,18 @@ class StagedWriter:
             part = batch.filter(pc.equal(days, day))
             self._writer(table, _date_of(day), batch.schema).write_batch(part)
 
-    def commit(self, manifest: dict) -> list[str]:
-        """Close, move into place, then publish the manifest (the commit point)."""
+    def close(self) -> list[StagedPart]:
+        """Close every part file; returns them for :func:`publish`."""
         for w in self._writers.values():
             w.close()
-        moved = []
-        for (table, date), staged in sorted(self._paths.items(), key=lambda kv: str(kv[1])):
-            dest_dir = self.out / table / (f"date={date}" if date else "")
-            dest_dir.mkdir(parents=True, exist_ok=True)
-            dest = dest_dir / staged.name
-            os.replace(staged, dest)
-            moved.append(str(dest.relative_to(self.out)))
-        manifest["outputs"] = moved
-        runs = self.out / "_runs"
-        runs.mkdir(exist_ok=True)
-        tmp = runs / f".{self.run_id}.json.tmp"
-        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=False, default=str))
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, runs / f"{self.run_id}.json")
-        shutil.rmtree(self.stage, ignore_errors=True)
-        try:
-            (self.out / "_staging").rmdir()
-        except OSError:
-            pass
-        return moved
+        parts = [StagedPart(table, date, str(path)) for (table, date), path in self._paths.items()]
+        self._writers.clear()
+        return parts
+
+    def commit(self, manifest: dict, more_parts: list[StagedPart] = ()) -> list[str]:
+        """Close, move this writer's parts (and `more_parts`, staged by other writers of the run)
+        into place, then publish the manifest (the commit point)."""
+        return publish(self.out, self.run_id, self.close() + list(more_parts), manifest)
 
     def abort(self) -> None:
         for w in self._writers.values():

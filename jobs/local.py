@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from tailscope import __version__
 from tailscope import _native
+from tailscope.jobs import ledger
 from tailscope.jobs.dataset import StagedWriter, recover
 from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
 from tailscope.jobs.inputs import InputFile, resolve
@@ -36,6 +37,8 @@ class AnalyzeOptions:
     max_flows: int = 1_000_000
     batch_rows: int = 65_536
     checksums: bool = True
+    # take only inputs whose content no committed run processed (jobs/ledger.py)
+    incremental: bool = False
     progress: bool = True
     enrichment: EnrichmentOptions | None = field(default_factory=EnrichmentOptions)
 
@@ -112,6 +115,30 @@ def _plan(files: list[InputFile], reports: list[FileReport], options: AnalyzeOpt
         planned.append(_Planned(f, report, info["first_ts_ns"], group))
     planned.sort(key=lambda p: (p.group, p.first_ts_ns is None, p.first_ts_ns or 0, p.file.label))
     return planned
+
+
+def starts_new_capture(group: str | None, last_ts_ns: int | None, p: _Planned) -> bool:
+    """Does file `p` start a new capture after one of `group` whose latest packet so far came at
+    `last_ts_ns`? A new capture starts at a new group, or when the file overlaps in time what the
+    capture already holds (two captures of the same moment are never one)."""
+    overlaps = last_ts_ns is not None and p.first_ts_ns is not None and p.first_ts_ns < last_ts_ns
+    return p.group != group or overlaps
+
+
+def take_new(planned: list[_Planned], reports: list[FileReport], out: Path) -> list[str]:
+    """Incremental runs: drop inputs the ledger says a committed run processed (their rows are
+    in the dataset already). Returns the paths dropped, for the manifest."""
+    done = ledger.processed(out)
+    kept, dropped = [], []
+    for p in planned:
+        p.report.sha256 = p.report.sha256 or sha256_of(p.file.path)
+        if p.report.sha256 in done:
+            dropped.append(p.report.path)
+            reports.remove(p.report)
+        else:
+            kept.append(p)
+    planned[:] = kept
+    return dropped
 
 
 def rotation_group(path: Path) -> str:
@@ -208,6 +235,7 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
         _fail(r, f"{name}: {problem}", kind="input")
         reports.append(r)
     planned = _plan(resolved.files, reports, options)
+    already = take_new(planned, reports, out) if options.incremental else []
 
     writer = StagedWriter(out, run_id)
     progress = Progress(sum(p.file.size for p in planned), len(planned), enabled=options.progress)
@@ -230,19 +258,14 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
             session = None
 
         for p in planned:
-            # A new capture starts at a new group, or when this file overlaps in time what the
-            # current capture already holds (two captures of the same moment are never one).
-            overlaps = (
-                session_last_ts is not None and p.first_ts_ns is not None and p.first_ts_ns < session_last_ts
-            )
-            if session is None or p.group != session_group or overlaps:
+            if session is None or starts_new_capture(session_group, session_last_ts, p):
                 close_session()
                 session_capture_id = _capture_id(p, options)
                 session = _session(session_capture_id, options)
                 enricher.set_capture_site(session_capture_id, (p.file.sidecar or {}).get("site"))
                 session_group, session_last_ts = p.group, None
             p.report.capture_id = session_capture_id
-            if options.checksums:
+            if options.checksums and p.report.sha256 is None:
                 p.report.sha256 = sha256_of(p.file.path)
             try:
                 cursor = session.open(str(p.file.path), p.file.label)
@@ -264,7 +287,7 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
 
         writer.write("files", files_table(reports, run_id))
         totals["enrichment"] = enricher.summary()
-        manifest = _manifest(run_id, started, t0, inputs, options, reports, totals, writer.rows, removed, argv)
+        manifest = _manifest(run_id, started, t0, inputs, options, reports, totals, writer.rows, removed, argv, already)
         writer.commit(manifest)
     except BaseException:
         writer.abort()
@@ -289,7 +312,7 @@ def _record(report: FileReport, stats: dict) -> None:
         report.status = "partial" if report.frames else "failed"
 
 
-def _manifest(run_id, started, t0, inputs, options, reports, totals, rows, removed, argv) -> dict:
+def _manifest(run_id, started, t0, inputs, options, reports, totals, rows, removed, argv, already, engine="local") -> dict:
     skipped: dict[str, int] = {}
     for r in reports:
         for k, v in r.skipped.items():
@@ -304,7 +327,7 @@ def _manifest(run_id, started, t0, inputs, options, reports, totals, rows, remov
         "table_schema_version": _native.SCHEMA_VERSION,
         "tool": "tailscope",
         "version": __version__,
-        "engine": "local",
+        "engine": engine,
         "run_id": run_id,
         "status": status,
         "started": started.isoformat(),
@@ -324,9 +347,11 @@ def _manifest(run_id, started, t0, inputs, options, reports, totals, rows, remov
             "skipped_by_reason": dict(sorted(skipped.items())),
             "flows": totals["flows"],
             "flows_evicted": totals["flows_evicted"],
+            "files_already_processed": len(already),
             "enrichment": totals.get("enrichment"),
             "rows": dict(rows),
         },
         "recovered_leftovers": removed,
+        "already_processed": already,
         "inputs": [asdict(r) for r in reports],
     }

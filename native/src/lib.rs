@@ -17,9 +17,11 @@ use tailscope_signatures::flow::FlowConfig;
 use tailscope_signatures::session::{Drained, FileCursor, FileStats, Session, SessionConfig};
 use tailscope_signatures::tables;
 
+mod replay;
+
 pyo3::create_exception!(_native, CaptureFileError, PyValueError, "A capture file could not be read.");
 
-fn capture_error(path: &str, e: &CaptureError) -> PyErr {
+pub(crate) fn capture_error(path: &str, e: &CaptureError) -> PyErr {
     CaptureFileError::new_err(format!("{path}: {e}"))
 }
 
@@ -35,6 +37,14 @@ fn error_kind(e: &CaptureError) -> &'static str {
 }
 
 const NS_PER_S: f64 = 1e9;
+
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
+}
 
 #[pyclass(name = "Session", module = "tailscope._native")]
 struct PySession {
@@ -54,7 +64,7 @@ fn batch_to_py(py: Python<'_>, b: RecordBatch) -> PyResult<Py<PyAny>> {
     Ok(b.to_pyarrow(py)?.into())
 }
 
-fn stats_dict<'py>(py: Python<'py>, s: &FileStats) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &FileStats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("frames", s.frames)?;
     d.set_item("decoded", s.decoded)?;
@@ -84,6 +94,29 @@ fn stats_dict<'py>(py: Python<'py>, s: &FileStats) -> PyResult<Bound<'py, PyDict
     Ok(d)
 }
 
+pub(crate) fn session_config(
+    tcp_idle_timeout_s: f64,
+    udp_idle_timeout_s: f64,
+    tcp_closed_linger_s: f64,
+    max_flows: usize,
+    batch_rows: usize,
+    community_id_seed: u16,
+) -> PyResult<SessionConfig> {
+    if max_flows == 0 || batch_rows == 0 {
+        return Err(PyValueError::new_err("max_flows and batch_rows must be positive"));
+    }
+    Ok(SessionConfig {
+        flow: FlowConfig {
+            tcp_idle_timeout_ns: (tcp_idle_timeout_s * NS_PER_S) as i64,
+            udp_idle_timeout_ns: (udp_idle_timeout_s * NS_PER_S) as i64,
+            tcp_closed_linger_ns: (tcp_closed_linger_s * NS_PER_S) as i64,
+            max_flows,
+            community_id_seed,
+        },
+        batch_rows,
+    })
+}
+
 #[pymethods]
 impl PySession {
     #[new]
@@ -99,19 +132,7 @@ impl PySession {
         batch_rows: usize,
         community_id_seed: u16,
     ) -> PyResult<Self> {
-        if max_flows == 0 || batch_rows == 0 {
-            return Err(PyValueError::new_err("max_flows and batch_rows must be positive"));
-        }
-        let config = SessionConfig {
-            flow: FlowConfig {
-                tcp_idle_timeout_ns: (tcp_idle_timeout_s * NS_PER_S) as i64,
-                udp_idle_timeout_ns: (udp_idle_timeout_s * NS_PER_S) as i64,
-                tcp_closed_linger_ns: (tcp_closed_linger_s * NS_PER_S) as i64,
-                max_flows,
-                community_id_seed,
-            },
-            batch_rows,
-        };
+        let config = session_config(tcp_idle_timeout_s, udp_idle_timeout_s, tcp_closed_linger_s, max_flows, batch_rows, community_id_seed)?;
         Ok(PySession {
             inner: Session::new(config, capture_id),
         })
@@ -147,11 +168,7 @@ impl PySession {
             Err(panic) => {
                 // A bug of ours must not take the whole run down: the file is reported as failed
                 // with the message, and the caller goes on with the next file.
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "unknown panic".into());
+                let msg = panic_message(panic.as_ref());
                 cur.done = true;
                 drop(guard);
                 cursor.internal_error = Some(format!("internal error while decoding: {msg}"));
@@ -185,7 +202,7 @@ impl PySession {
     }
 }
 
-fn output_list<const N: usize>(py: Python<'_>, batches: [(&str, Option<RecordBatch>); N]) -> PyResult<Py<PyList>> {
+pub(crate) fn output_list<const N: usize>(py: Python<'_>, batches: [(&str, Option<RecordBatch>); N]) -> PyResult<Py<PyList>> {
     let out = PyList::empty(py);
     for (table, batch) in batches {
         if let Some(b) = batch {
@@ -289,6 +306,9 @@ fn skip_reasons() -> Vec<&'static str> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySession>()?;
     m.add_class::<PyFileCursor>()?;
+    m.add_class::<replay::PyFrameSplitter>()?;
+    m.add_class::<replay::PyReplayer>()?;
+    m.add_function(wrap_pyfunction!(replay::frame_schema_py, m)?)?;
     m.add_function(wrap_pyfunction!(probe, m)?)?;
     m.add_function(wrap_pyfunction!(community_id, m)?)?;
     m.add_function(wrap_pyfunction!(packet_schema, m)?)?;

@@ -562,6 +562,16 @@ impl FlowTracker {
         }
     }
 
+    /// End every flow as the end of a capture whose last packet came at `horizon_ns` would
+    /// (flows idle past their timeout by then end as timed out), then forget the clock so that
+    /// an earlier packet can start the next, independent group of flows. The Spark engine
+    /// replays a capture one group of flows at a time through this.
+    pub fn finish_at(&mut self, horizon_ns: i64) {
+        self.expire(horizon_ns);
+        self.finish();
+        self.now_ns = i64::MIN;
+    }
+
     /// End every flow (end of the capture set).
     pub fn finish(&mut self) {
         let mut live: Vec<usize> = self.index.values().copied().collect();

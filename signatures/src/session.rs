@@ -15,8 +15,10 @@ use crate::quic;
 use crate::tags;
 use crate::tcp::PacketIn;
 
+pub mod replay;
+
 /// Ended flows are written in batches of this many (they hold their summaries until then).
-const FLOWS_PER_BATCH: usize = 4096;
+pub(crate) const FLOWS_PER_BATCH: usize = 4096;
 
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
@@ -47,6 +49,18 @@ pub struct FileStats {
     pub compression: &'static str,
     pub linktypes: Vec<u32>,
     pub error: Option<CaptureError>,
+}
+
+impl FileStats {
+    /// Account for one frame read (before decoding it).
+    pub(crate) fn count_frame(&mut self, ts_ns: i64) {
+        self.frames += 1;
+        if self.last_ts_ns.is_some_and(|t| ts_ns < t) {
+            self.ts_backwards += 1;
+        }
+        self.first_ts_ns = Some(self.first_ts_ns.map_or(ts_ns, |t| t.min(ts_ns)));
+        self.last_ts_ns = Some(self.last_ts_ns.map_or(ts_ns, |t| t.max(ts_ns)));
+    }
 }
 
 /// An open input file being fed into a session.
@@ -151,12 +165,7 @@ impl Session {
                 }
             };
             let st = &mut cur.stats;
-            st.frames += 1;
-            if st.last_ts_ns.is_some_and(|t| frame.ts_ns < t) {
-                st.ts_backwards += 1;
-            }
-            st.first_ts_ns = Some(st.first_ts_ns.map_or(frame.ts_ns, |t| t.min(frame.ts_ns)));
-            st.last_ts_ns = Some(st.last_ts_ns.map_or(frame.ts_ns, |t| t.max(frame.ts_ns)));
+            st.count_frame(frame.ts_ns);
             match decode_frame(&frame) {
                 Ok(p) => {
                     st.decoded += 1;

@@ -1,0 +1,423 @@
+"""The Spark engine: the local engine's native core, distributed (docs/spark.md).
+
+driver    resolve, probe and order the inputs (jobs/local.py), drop what the ledger holds
+stage 1   decode: one task per file; a native FrameSplitter emits the decodable frames, each
+          tagged with its group of flows (5-tuple; server endpoint for UDP so QUIC migration
+          stays whole), and stages the file's accounting as JSON
+driver    chain files into captures exactly as the local engine does (starts_new_capture)
+stage 2   shuffle frames by (capture, group), sort each partition by (capture, group, file,
+          frame), and replay them through a native Replayer per capture: the same flow table
+          and signatures as the local engine, a group at a time; enrichment; each task attempt
+          stages its own Parquet parts and returns their names
+driver    publish the parts of the attempts Spark accepted, the files table and the manifest
+
+Only the manifest makes a run visible (jobs/dataset.py), and the ledger of processed files is
+those manifests (jobs/ledger.py): a run killed at any point leaves nothing a reader counts, and
+the next run does the work again.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from tailscope import _native
+from tailscope.jobs.dataset import StagedPart, StagedWriter, recover
+from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
+from tailscope.jobs.inputs import resolve
+from tailscope.jobs.local import (
+    AnalyzeOptions,
+    FileReport,
+    RunResult,
+    _capture_id,
+    _fail,
+    _manifest,
+    _plan,
+    _record,
+    files_table,
+    new_run_id,
+    sha256_of,
+    starts_new_capture,
+    take_new,
+)
+
+MIN_JAVA = 17
+
+
+@dataclass
+class SparkOptions:
+    master: str | None = None  # None: spark-submit's, else local[*]
+    partitions: int | None = None  # shuffle partitions; None: 2 per core
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+class SparkUnavailable(RuntimeError):
+    """PySpark or a Java runtime is missing (scripts/install-java.sh installs one)."""
+
+
+# ---- the Spark session -------------------------------------------------------------------------
+
+def java_version() -> int | None:
+    java = shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin")) if os.environ.get("JAVA_HOME") else None
+    java = java or shutil.which("java")
+    if not java:
+        return None
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    # 'openjdk version "17.0.15" 2025-04-15' / 'java version "1.8.0_392"'
+    for token in out.split('"')[1:2]:
+        parts = token.split(".")
+        major = parts[1] if parts[0] == "1" and len(parts) > 1 else parts[0]
+        return int(major) if major.isdigit() else None
+    return None
+
+
+def spark_session(options: SparkOptions):
+    try:
+        from pyspark import SparkConf
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise SparkUnavailable("the Spark engine needs PySpark: pip install 'tailscope[spark]'") from exc
+    version = java_version()
+    if version is None or version < MIN_JAVA:
+        found = "no Java runtime" if version is None else f"Java {version}"
+        raise SparkUnavailable(f"the Spark engine needs Java {MIN_JAVA}+ and found {found}: run scripts/install-java.sh")
+    # Executors run the same interpreter (and so the same installed tailscope) as the driver.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf = SparkConf()
+    if options.master:
+        conf.setMaster(options.master)
+    elif not conf.contains("spark.master"):
+        conf.setMaster("local[*]")
+    conf.setAppName("tailscope")
+    conf.setIfMissing("spark.ui.showConsoleProgress", "false")
+    conf.setIfMissing("spark.sql.execution.arrow.maxRecordsPerBatch", "16384")
+    for k, v in options.conf.items():
+        conf.set(k, v)
+    return SparkSession.builder.config(conf=conf).getOrCreate()
+
+
+# ---- stage 1: decode ---------------------------------------------------------------------------
+
+def _frames_spark_schema():
+    from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
+
+    return StructType([
+        StructField("file_no", IntegerType(), False),
+        StructField("flow_group", LongType(), False),
+        StructField("frame", LongType(), False),
+        StructField("ts_ns", LongType(), False),
+        StructField("linktype", LongType(), False),
+        StructField("wire_len", LongType(), False),
+        StructField("data", BinaryType(), False),
+    ])
+
+
+def _write_json(path: Path, value: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value))
+    os.replace(tmp, path)
+
+
+def _decode_files(stats_dir: str, batch_rows: int):
+    """mapInArrow body: (file_no, path) rows in, frames out; per-file stats staged as JSON
+    (a retried attempt rewrites the same file)."""
+
+    def run(batches):
+        for b in batches:
+            for file_no, path in zip(b.column("file_no").to_pylist(), b.column("path").to_pylist()):
+                stats_path = Path(stats_dir) / f"{file_no}.json"
+                try:
+                    split = _native.FrameSplitter(path, 0)
+                except (_native.CaptureFileError, OSError) as exc:
+                    _write_json(stats_path, {"open_error": str(exc)})
+                    continue
+                while (fb := split.next_batch(batch_rows)) is not None:
+                    n = fb.num_rows
+                    yield pa.RecordBatch.from_arrays(
+                        [
+                            pa.array([file_no] * n, pa.int32()),
+                            fb.column("group").view(pa.int64()),  # Spark has no unsigned types
+                            fb.column("frame").cast(pa.int64()),
+                            fb.column("ts_ns"),
+                            fb.column("linktype").cast(pa.int64()),
+                            fb.column("wire_len").cast(pa.int64()),
+                            fb.column("data"),
+                        ],
+                        names=["file_no", "flow_group", "frame", "ts_ns", "linktype", "wire_len", "data"],
+                    )
+                _write_json(stats_path, dict(split.stats()))
+
+    return run
+
+
+# ---- driver: captures --------------------------------------------------------------------------
+
+@dataclass
+class Capture:
+    """One rotation chain, as one local-engine Session sees it."""
+
+    capture_id: str
+    group: str
+    site: str | None
+    files: list[str] = field(default_factory=list)
+    horizon_ns: int | None = None
+    last_ts_ns: int | None = None
+
+
+def chain_captures(planned, stats: dict[int, dict], options: AnalyzeOptions) -> tuple[list[Capture], list[tuple[int, int, int]]]:
+    """The local engine's capture chaining, from the decode stage's per-file stats. Returns the
+    captures and (file_no, capture_no, file_index) for every file that was opened."""
+    captures: list[Capture] = []
+    file_map = []
+    cur = None
+    for file_no, p in enumerate(planned):
+        if cur is None or starts_new_capture(cur.group, cur.last_ts_ns, p):
+            cur = Capture(_capture_id(p, options), p.group, (p.file.sidecar or {}).get("site"))
+            captures.append(cur)
+        p.report.capture_id = cur.capture_id
+        s = stats.get(file_no)
+        if s is None:
+            _fail(p.report, f"{p.file.label}: the decode stage reported nothing for this file", kind="internal")
+            continue
+        if "open_error" in s:
+            _fail(p.report, s["open_error"])
+            continue
+        _record(p.report, s)
+        file_map.append((file_no, len(captures) - 1, len(cur.files)))
+        cur.files.append(p.file.label)
+        if s.get("last_decoded_ts_ns") is not None:
+            cur.horizon_ns = max(cur.horizon_ns or s["last_decoded_ts_ns"], s["last_decoded_ts_ns"])
+        if p.report.last_ts_ns is not None:
+            cur.last_ts_ns = max(cur.last_ts_ns or p.report.last_ts_ns, p.report.last_ts_ns)
+    return captures, file_map
+
+
+# ---- stage 2: replay ---------------------------------------------------------------------------
+
+@dataclass
+class _ReplayJob:
+    out: str
+    run_id: str
+    stage: str
+    captures: list[Capture]
+    session_kwargs: dict
+    enrichment: EnrichmentOptions | None
+
+
+def _native_frames(b: pa.RecordBatch) -> pa.RecordBatch:
+    data = b.column("data")
+    if pa.types.is_large_binary(data.type):
+        data = data.cast(pa.binary())
+    return pa.RecordBatch.from_arrays(
+        [
+            b.column("flow_group").view(pa.uint64()),
+            b.column("file_index").cast(pa.uint32()),
+            b.column("frame").cast(pa.uint64()),
+            b.column("ts_ns"),
+            b.column("linktype").cast(pa.uint32()),
+            b.column("wire_len").cast(pa.uint32()),
+            data,
+        ],
+        schema=_native.frame_schema(),
+    )
+
+
+def _runs(values) -> list[tuple[int, int, int]]:
+    """(value, start, end) of each run of equal values in a sorted column."""
+    import numpy as np
+
+    arr = values.to_numpy(zero_copy_only=False)
+    if len(arr) == 0:
+        return []
+    cuts = np.flatnonzero(arr[1:] != arr[:-1]) + 1
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [len(arr)]))
+    return [(int(arr[s]), int(s), int(e)) for s, e in zip(starts, ends)]
+
+
+RESULT_COLUMNS = ["kind", "table_name", "date", "path", "info"]
+
+
+def _replay_partitions(job: _ReplayJob):
+    """mapInArrow body: sorted frames in; staged part names and counts out."""
+
+    def run(batches):
+        from pyspark import TaskContext
+
+        tc = TaskContext.get()
+        tag = f"p{tc.partitionId():05d}a{tc.taskAttemptId()}n" if tc else "p0a0n"
+        writer = StagedWriter(Path(job.out), job.run_id, stage=Path(job.stage) / "tasks" / tag, tag=tag)
+        enricher = open_enrichment(job.enrichment)
+        for c in job.captures:
+            enricher.set_capture_site(c.capture_id, c.site)
+        totals = {"flows": 0, "flows_evicted": 0}
+        replayer, capture_no = None, None
+
+        def end_capture():
+            for table, out in replayer.finish():
+                writer.write(table, enricher.apply(table, out))
+            t = replayer.totals()
+            totals["flows"] += t["flows"]
+            totals["flows_evicted"] += t["flows_evicted"]
+
+        try:
+            for b in batches:
+                for cno, lo, hi in _runs(b.column("capture_no")):
+                    if cno != capture_no:
+                        if replayer is not None:
+                            end_capture()
+                        capture_no, c = cno, job.captures[cno]
+                        replayer = _native.Replayer(c.capture_id, c.files, c.horizon_ns, **job.session_kwargs)
+                    for table, out in replayer.feed(_native_frames(b.slice(lo, hi - lo))):
+                        writer.write(table, enricher.apply(table, out))
+            if replayer is not None:
+                end_capture()
+            parts = writer.close()
+            summary = {"rows": writer.rows, "enrichment": enricher.summary(), **totals}
+        except BaseException:
+            writer.abort()
+            raise
+        finally:
+            enricher.close()
+        rows = [{"kind": "part", "table_name": p.table, "date": p.date, "path": p.path, "info": None} for p in parts]
+        rows.append({"kind": "totals", "table_name": None, "date": None, "path": None, "info": json.dumps(summary)})
+        yield pa.RecordBatch.from_pylist(rows, schema=pa.schema([(n, pa.string()) for n in RESULT_COLUMNS]))
+
+    return run
+
+
+def _merge_enrichment(summaries: list[dict]) -> dict | None:
+    merged: dict = {}
+    for s in summaries:
+        for k, v in s.items():
+            if isinstance(v, int) and not isinstance(v, bool):
+                merged[k] = merged.get(k, 0) + v
+            else:
+                merged.setdefault(k, v)
+    return merged or None
+
+
+# ---- the run -----------------------------------------------------------------------------------
+
+def analyze(
+    inputs: list[str],
+    out: Path,
+    options: AnalyzeOptions | None = None,
+    spark_options: SparkOptions | None = None,
+    argv: list[str] | None = None,
+) -> RunResult:
+    options = options or AnalyzeOptions(incremental=True)
+    spark_options = spark_options or SparkOptions()
+    # Fail on a bad enrichment source or a missing Java before touching the dataset.
+    open_enrichment(options.enrichment).close()
+    spark = spark_session(spark_options)
+    log = (lambda msg: print(f"tailscope[spark]: {msg}", file=sys.stderr, flush=True)) if options.progress else (lambda msg: None)
+
+    out = Path(out).absolute()
+    out.mkdir(parents=True, exist_ok=True)
+    removed = recover(out)
+    run_id = new_run_id()
+    started = dt.datetime.now(dt.timezone.utc)
+    t0 = time.monotonic()
+
+    resolved = resolve(inputs)
+    reports: list[FileReport] = []
+    for name, problem in resolved.errors:
+        r = FileReport(path=name)
+        _fail(r, f"{name}: {problem}", kind="input")
+        reports.append(r)
+    planned = _plan(resolved.files, reports, options)
+    already = take_new(planned, reports, out) if options.incremental else []
+    if options.checksums:
+        for p in planned:
+            p.report.sha256 = p.report.sha256 or sha256_of(p.file.path)
+
+    writer = StagedWriter(out, run_id)
+    try:
+        stats_dir = writer.stage / "file_stats"
+        stats_dir.mkdir()
+        totals = {"flows": 0, "flows_evicted": 0, "enrichment": None}
+        parts: list[StagedPart] = []
+        if planned:
+            log(f"decoding {len(planned)} files")
+            rows = [(i, str(p.file.path.absolute())) for i, p in enumerate(planned)]
+            files_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), "file_no int, path string")
+            frames_dir = writer.stage / "frames"
+            files_df.mapInArrow(_decode_files(str(stats_dir), options.batch_rows), _frames_spark_schema()).write.parquet(str(frames_dir))
+            stats = {int(f.stem): json.loads(f.read_text()) for f in stats_dir.glob("*.json")}
+            captures, file_map = chain_captures(planned, stats, options)
+            log(f"replaying {len(captures)} captures")
+            parts, totals = _replay(spark, spark_options, writer, frames_dir, captures, file_map, options, run_id)
+        writer.write("files", files_table(reports, run_id))
+        manifest = _manifest(run_id, started, t0, inputs, options, reports, totals, _row_counts(writer, totals), removed, argv, already, engine="spark")
+        manifest["spark"] = {"master": spark.sparkContext.master, "version": spark.version, "partitions": _partitions(spark, spark_options)}
+        writer.commit(manifest, more_parts=parts)
+    except BaseException:
+        writer.abort()
+        raise
+    return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)
+
+
+def _partitions(spark, spark_options: SparkOptions) -> int:
+    return spark_options.partitions or max(2, 2 * spark.sparkContext.defaultParallelism)
+
+
+def _replay(spark, spark_options, writer, frames_dir, captures, file_map, options, run_id):
+    from pyspark.sql import functions as F
+
+    if not file_map:
+        return [], {"flows": 0, "flows_evicted": 0, "enrichment": None}
+    fmap = spark.createDataFrame(file_map, "file_no int, capture_no int, file_index int")
+    frames = (
+        spark.read.parquet(str(frames_dir))
+        .join(F.broadcast(fmap), "file_no")
+        .repartition(_partitions(spark, spark_options), "capture_no", "flow_group")
+        .sortWithinPartitions("capture_no", "flow_group", "file_index", "frame")
+        .select("capture_no", "flow_group", "file_index", "frame", "ts_ns", "linktype", "wire_len", "data")
+    )
+    job = _ReplayJob(
+        out=str(writer.out),
+        run_id=run_id,
+        stage=str(writer.stage),
+        captures=captures,
+        session_kwargs=dict(
+            tcp_idle_timeout_s=options.tcp_idle_timeout_s,
+            udp_idle_timeout_s=options.udp_idle_timeout_s,
+            tcp_closed_linger_s=options.tcp_closed_linger_s,
+            max_flows=options.max_flows,
+            batch_rows=options.batch_rows,
+        ),
+        enrichment=options.enrichment,
+    )
+    schema = ", ".join(f"{n} string" for n in RESULT_COLUMNS)
+    results = frames.mapInArrow(_replay_partitions(job), schema).collect()
+    parts = [StagedPart(r["table_name"], r["date"], r["path"]) for r in results if r["kind"] == "part"]
+    summaries = [json.loads(r["info"]) for r in results if r["kind"] == "totals"]
+    totals = {
+        "flows": sum(s["flows"] for s in summaries),
+        "flows_evicted": sum(s["flows_evicted"] for s in summaries),
+        "enrichment": _merge_enrichment([s["enrichment"] for s in summaries]),
+        "rows": {},
+    }
+    for s in summaries:
+        for table, n in s["rows"].items():
+            totals["rows"][table] = totals["rows"].get(table, 0) + n
+    return parts, totals
+
+
+def _row_counts(writer: StagedWriter, totals: dict) -> dict:
+    rows = dict(totals.get("rows", {}))
+    for table, n in writer.rows.items():
+        rows[table] = rows.get(table, 0) + n
+    return rows

@@ -1,0 +1,164 @@
+//! The two halves of a Session for the Spark engine (signatures/src/session/replay.rs):
+//! `FrameSplitter` on the executors that read files, `Replayer` on the executors that hold whole
+//! groups of flows after the shuffle.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use arrow::pyarrow::{FromPyArrow, ToPyArrow};
+use arrow::record_batch::RecordBatch;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use tailscope_signatures::session::replay::{frame_schema, open_splitter, FrameSplitter, Replayer};
+use tailscope_signatures::session::Drained;
+
+use crate::{capture_error, output_list, panic_message, session_config, stats_dict};
+
+#[pyclass(name = "FrameSplitter", module = "tailscope._native")]
+pub(crate) struct PyFrameSplitter {
+    // Send but not Sync, like a FileCursor's reader: an uncontended mutex.
+    inner: Mutex<FrameSplitter>,
+    path: String,
+    internal_error: Option<String>,
+}
+
+#[pymethods]
+impl PyFrameSplitter {
+    /// Open a capture file whose frames will carry `file_index`. Raises CaptureFileError when
+    /// it is not a readable capture.
+    #[new]
+    fn new(path: PathBuf, file_index: u32) -> PyResult<Self> {
+        let shown = path.display().to_string();
+        let inner = open_splitter(&path, file_index).map_err(|e| capture_error(&shown, &e))?;
+        Ok(PyFrameSplitter { inner: Mutex::new(inner), path: shown, internal_error: None })
+    }
+
+    /// The next frames batch (pyarrow.RecordBatch, GIL released while reading), or None at the
+    /// end of the file or after an error (see stats()).
+    #[pyo3(signature = (max_rows=65_536))]
+    fn next_batch(&mut self, py: Python<'_>, max_rows: usize) -> PyResult<Option<Py<PyAny>>> {
+        let mut guard = self.inner.lock().map_err(|_| PyValueError::new_err("splitter poisoned"))?;
+        let split = &mut *guard;
+        if split.done {
+            return Ok(None);
+        }
+        let outcome = py.detach(|| catch_unwind(AssertUnwindSafe(|| split.next_batch(max_rows.max(1)))));
+        match outcome {
+            Ok(Some(b)) => Ok(Some(b.to_pyarrow(py)?.into())),
+            Ok(None) => Ok(None),
+            Err(panic) => {
+                split.done = true;
+                drop(guard);
+                self.internal_error = Some(format!("internal error while decoding: {}", panic_message(panic.as_ref())));
+                Ok(None)
+            }
+        }
+    }
+
+    #[getter]
+    fn done(&self) -> bool {
+        self.inner.lock().map(|s| s.done).unwrap_or(true)
+    }
+
+    #[getter]
+    fn offset(&self) -> u64 {
+        self.inner.lock().map(|s| s.offset()).unwrap_or(0)
+    }
+
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Per-file accounting as FileCursor.stats(), plus `last_decoded_ts_ns`.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.lock().map_err(|_| PyValueError::new_err("splitter poisoned"))?;
+        let d = stats_dict(py, &s.stats)?;
+        d.set_item("last_decoded_ts_ns", s.last_decoded_ts_ns)?;
+        if let Some(msg) = &self.internal_error {
+            d.set_item("error", msg)?;
+            d.set_item("error_kind", "internal")?;
+        }
+        Ok(d)
+    }
+}
+
+#[pyclass(name = "Replayer", module = "tailscope._native")]
+pub(crate) struct PyReplayer {
+    inner: Replayer,
+}
+
+fn drained_list(py: Python<'_>, chunks: Vec<Drained>) -> PyResult<Py<PyList>> {
+    let out = PyList::empty(py);
+    for d in chunks {
+        for item in output_list(py, d.into_tables())?.bind(py).iter() {
+            out.append(item)?;
+        }
+    }
+    Ok(out.unbind())
+}
+
+#[pymethods]
+impl PyReplayer {
+    /// Replays one capture's frames: `files` are its file labels in the local engine's order,
+    /// `horizon_ns` its last decoded packet time. Options as for Session.
+    #[new]
+    #[pyo3(signature = (capture_id, files, horizon_ns, *, tcp_idle_timeout_s=900.0, udp_idle_timeout_s=120.0,
+                        tcp_closed_linger_s=120.0, max_flows=1_000_000, batch_rows=65_536,
+                        community_id_seed=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        capture_id: &str,
+        files: Vec<String>,
+        horizon_ns: i64,
+        tcp_idle_timeout_s: f64,
+        udp_idle_timeout_s: f64,
+        tcp_closed_linger_s: f64,
+        max_flows: usize,
+        batch_rows: usize,
+        community_id_seed: u16,
+    ) -> PyResult<Self> {
+        let config = session_config(tcp_idle_timeout_s, udp_idle_timeout_s, tcp_closed_linger_s, max_flows, batch_rows, community_id_seed)?;
+        Ok(PyReplayer { inner: Replayer::new(config, capture_id, files, horizon_ns) })
+    }
+
+    /// Feed a frames batch ordered by (group, file_index, frame); returns ready output as a
+    /// list of (table_name, pyarrow.RecordBatch).
+    fn feed(&mut self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<Py<PyList>> {
+        let batch = RecordBatch::from_pyarrow_bound(batch)?;
+        let replayer = &mut self.inner;
+        let outcome = py.detach(|| catch_unwind(AssertUnwindSafe(|| replayer.feed(&batch))));
+        match outcome {
+            Ok(Ok(chunks)) => drained_list(py, chunks),
+            Ok(Err(msg)) => Err(PyValueError::new_err(msg)),
+            Err(panic) => Err(PyRuntimeError::new_err(format!("internal error while replaying: {}", panic_message(panic.as_ref())))),
+        }
+    }
+
+    /// End the last group of flows and return everything left.
+    fn finish(&mut self, py: Python<'_>) -> PyResult<Py<PyList>> {
+        let replayer = &mut self.inner;
+        match py.detach(|| catch_unwind(AssertUnwindSafe(|| replayer.finish()))) {
+            Ok(d) => drained_list(py, vec![d]),
+            Err(panic) => Err(PyRuntimeError::new_err(format!("internal error while replaying: {}", panic_message(panic.as_ref())))),
+        }
+    }
+
+    /// Flows started and evicted so far.
+    fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("flows", self.inner.session.flows_started())?;
+        d.set_item("flows_evicted", self.inner.session.flows_evicted())?;
+        Ok(d)
+    }
+}
+
+/// The frames batch schema (pyarrow.Schema).
+#[pyfunction]
+#[pyo3(name = "frame_schema")]
+pub(crate) fn frame_schema_py(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    Ok(frame_schema().as_ref().to_pyarrow(py)?.into())
+}
