@@ -19,6 +19,7 @@ system-deps:
 	scripts/install-lab-deps.sh
 	CARGO_JOBS=2 scripts/install-agent-deps.sh
 	scripts/install-report-deps.sh
+	scripts/install-java.sh
 
 demo: setup
 	rm -rf $(DEMO_OUT)

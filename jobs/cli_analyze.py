@@ -38,12 +38,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="capture files, directories (walked recursively) or glob patterns")
     p.add_argument("--out", "-o", required=True, type=Path, metavar="DIR", help="dataset directory (created if missing; runs append)")
-    p.add_argument("--engine", choices=["local"], default="local", help="execution engine (default: local, no JVM)")
+    p.add_argument("--engine", choices=["local", "spark"], default="local", help="execution engine: local (default, no JVM) or spark (docs/spark.md)")
     p.add_argument("--capture-id", metavar="ID", help="treat all inputs as one capture (one rotation set) with this id")
     p.add_argument("--tcp-idle-timeout", type=float, default=900.0, metavar="SEC", help="end a TCP flow after this idle time (default: 900)")
     p.add_argument("--udp-idle-timeout", type=float, default=120.0, metavar="SEC", help="end a UDP flow after this idle time (default: 120)")
     p.add_argument("--max-flows", type=int, default=1_000_000, metavar="N", help="flow table limit; past it the least recently active flow is ended and counted as evicted (default: 1000000)")
     p.add_argument("--no-checksums", action="store_true", help="skip sha256 of inputs in the manifest")
+    p.add_argument("--incremental", action=argparse.BooleanOptionalAction, default=None,
+                   help="take only inputs whose content (sha256) no committed run of --out processed "
+                        "(default: on with --engine spark, off with local, where runs append)")
+    sg = p.add_argument_group("spark engine (docs/spark.md)")
+    sg.add_argument("--spark-master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
+    sg.add_argument("--partitions", type=int, metavar="N", help="shuffle partitions of the flow replay (default: 2 per core)")
+    sg.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration (repeatable)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress line and no per-file summary")
     p.add_argument("--json", action="store_true", help="print the run manifest as JSON instead of the summary")
     g = p.add_argument_group("enrichment (flows and queries; docs/enrichment.md)")
@@ -83,10 +90,30 @@ def run(args: argparse.Namespace) -> int:
         max_flows=args.max_flows,
         checksums=not args.no_checksums,
         progress=not args.quiet and not args.json,
+        incremental=args.incremental if args.incremental is not None else args.engine == "spark",
     )
+    if args.partitions is not None and args.partitions <= 0:
+        print(f"tailscope analyze: error: --partitions must be positive, got {args.partitions}", file=sys.stderr)
+        return EXIT_USAGE
+    conf = {}
+    for item in args.spark_conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"tailscope analyze: error: --spark-conf {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return EXIT_USAGE
+        conf[key] = value
+    from tailscope.jobs.ledger import LedgerError
+    from tailscope.jobs.spark_engine import SparkUnavailable
+
     try:
-        result = analyze(args.inputs, args.out, options, argv=sys.argv[1:])
-    except EnrichmentError as exc:
+        if args.engine == "spark":
+            from tailscope.jobs import spark_engine
+
+            spark_options = spark_engine.SparkOptions(master=args.spark_master, partitions=args.partitions, conf=conf)
+            result = spark_engine.analyze(args.inputs, args.out, options, spark_options, argv=sys.argv[1:])
+        else:
+            result = analyze(args.inputs, args.out, options, argv=sys.argv[1:])
+    except (EnrichmentError, LedgerError, SparkUnavailable) as exc:
         print(f"tailscope analyze: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tailscope import _native
 from tailscope.jobs.dataset import StagedPart, StagedWriter, recover
@@ -104,7 +105,11 @@ def spark_session(options: SparkOptions):
     conf.setIfMissing("spark.sql.execution.arrow.maxRecordsPerBatch", "16384")
     for k, v in options.conf.items():
         conf.set(k, v)
-    return SparkSession.builder.config(conf=conf).getOrCreate()
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    if "spark.log.level" not in options.conf:
+        # Spark's WARN lines (loopback hostname, native Hadoop) drown the tool's own messages.
+        spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 # ---- stage 1: decode ---------------------------------------------------------------------------
@@ -233,17 +238,15 @@ def _native_frames(b: pa.RecordBatch) -> pa.RecordBatch:
     )
 
 
-def _runs(values) -> list[tuple[int, int, int]]:
+def _runs(values: pa.Array) -> list[tuple[int, int, int]]:
     """(value, start, end) of each run of equal values in a sorted column."""
-    import numpy as np
-
-    arr = values.to_numpy(zero_copy_only=False)
-    if len(arr) == 0:
+    n = len(values)
+    if n == 0:
         return []
-    cuts = np.flatnonzero(arr[1:] != arr[:-1]) + 1
-    starts = np.concatenate(([0], cuts))
-    ends = np.concatenate((cuts, [len(arr)]))
-    return [(int(arr[s]), int(s), int(e)) for s, e in zip(starts, ends)]
+    changed = pc.not_equal(values.slice(1), values.slice(0, n - 1))
+    cuts = [i + 1 for i in pc.indices_nonzero(changed).to_pylist()]
+    starts, ends = [0] + cuts, cuts + [n]
+    return [(values[s].as_py(), s, e) for s, e in zip(starts, ends)]
 
 
 RESULT_COLUMNS = ["kind", "table_name", "date", "path", "info"]

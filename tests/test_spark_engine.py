@@ -1,0 +1,193 @@
+"""The Spark engine against the local engine (issue 6; docs/spark.md).
+
+Proof 1: on the corpus, the lab's sample traces, and a rotation set that splits a connection
+across two files, a Spark run (local[2]) and a local run give identical tables, row for row
+after sorting (the files table too, but for its run_id).
+Proof 2: a spark-submit run killed with SIGKILL in the middle of the flow replay, then run
+again: the dataset equals the local engine's, no duplicate or missing row.
+Incremental: a second run over the same inputs takes nothing; a new file is taken alone.
+
+All tests share one Spark session (one JVM) in one xdist worker. Needs Java 17+
+(scripts/install-java.sh) and the test extra's pyspark.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+from support import corpus
+from tailscope.jobs import spark_engine
+from tailscope.jobs.local import AnalyzeOptions, analyze
+
+pytestmark = pytest.mark.xdist_group("spark")
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "samples"
+TABLES = ("packets", "flows", "events", "queries", "files")
+SPARK = spark_engine.SparkOptions(master="local[2]", partitions=4)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    try:
+        return spark_engine.spark_session(SPARK)
+    except spark_engine.SparkUnavailable as exc:  # make test installs Java; a bare checkout may not
+        pytest.fail(f"{exc}")
+
+
+def rows(dataset: Path, table: str) -> list[str]:
+    """A table's rows, sorted, as comparable strings (run_id dropped: it names the run)."""
+    path = dataset / table
+    if not path.is_dir():
+        return []
+    t = ds.dataset(path, format="parquet", partitioning="hive").to_table()
+    if "run_id" in t.column_names:
+        t = t.drop(["run_id"])
+    return sorted(json.dumps(r, sort_keys=True, default=str) for r in t.to_pylist())
+
+
+def assert_same_tables(local: Path, spark_out: Path) -> dict[str, int]:
+    counts = {}
+    for table in TABLES:
+        a, b = rows(local, table), rows(spark_out, table)
+        if a != b:
+            only_local = sorted(set(a) - set(b))[:3]
+            only_spark = sorted(set(b) - set(a))[:3]
+            pytest.fail(f"{table}: local {len(a)} rows, spark {len(b)}; local only {only_local}; spark only {only_spark}")
+        counts[table] = len(a)
+    return counts
+
+
+def spark_run(inputs, out, **kw):
+    options = AnalyzeOptions(progress=False, incremental=kw.pop("incremental", True), **kw)
+    return spark_engine.analyze([str(i) for i in inputs], out, options, SPARK)
+
+
+def local_run(inputs, out, **kw):
+    return analyze([str(i) for i in inputs], out, AnalyzeOptions(progress=False, **kw))
+
+
+def test_corpus_identical(spark, corpus_run, tmp_path):
+    result = spark_run([corpus.corpus_dir() / "pcaps"], tmp_path / "spark")
+    counts = assert_same_tables(corpus_run.out, tmp_path / "spark")
+    assert counts["packets"] > 9000 and counts["flows"] > 200 and counts["files"] == len(corpus.pcap_names())
+    m, ml = result.manifest["totals"], corpus_run.manifest["totals"]
+    for key in ("frames", "decoded", "skipped", "skipped_by_reason", "flows", "flows_evicted", "rows"):
+        assert m[key] == ml[key], key
+    assert result.manifest["engine"] == "spark" and result.manifest["spark"]["master"] == "local[2]"
+
+
+def test_lab_samples_identical(spark, tmp_path):
+    local_run([SAMPLES], tmp_path / "local")
+    spark_run([SAMPLES], tmp_path / "spark")
+    counts = assert_same_tables(tmp_path / "local", tmp_path / "spark")
+    assert counts["queries"] > 0 and counts["events"] > 0
+
+
+def split_pcap(src: Path, dest_dir: Path, at_frame: int) -> list[Path]:
+    """Cut a classic pcap into a tcpdump -C style rotation set (name.pcap0, name.pcap1)."""
+    data = src.read_bytes()
+    header, pos, records = data[:24], 24, []
+    endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    while pos < len(data):
+        incl = struct.unpack(endian + "I", data[pos + 8 : pos + 12])[0]
+        records.append(data[pos : pos + 16 + incl])
+        pos += 16 + incl
+    dest_dir.mkdir(parents=True)
+    out = []
+    for i, chunk in enumerate((records[:at_frame], records[at_frame:])):
+        p = dest_dir / f"{src.stem}.pcap{i}"
+        p.write_bytes(header + b"".join(chunk))
+        out.append(p)
+    return out
+
+
+def test_connection_split_across_rotated_files(spark, tmp_path):
+    files = split_pcap(SAMPLES / "bufferbloat.pcap", tmp_path / "rot", at_frame=300)
+    local_run(files, tmp_path / "local")
+    spark_run(files, tmp_path / "spark")
+    assert_same_tables(tmp_path / "local", tmp_path / "spark")
+    flows = [json.loads(r) for r in rows(tmp_path / "spark", "flows")]
+    spanning = [f for f in flows if f["first_file"] != f["last_file"]]
+    assert spanning, "no connection spans the two files: the test proves nothing"
+
+
+def test_incremental_takes_only_new_files(spark, tmp_path):
+    a, b = split_pcap(SAMPLES / "clean.pcap", tmp_path / "in", at_frame=40)
+    first = spark_run([a], tmp_path / "out")
+    assert first.manifest["totals"]["files"] == 1
+    again = spark_run([a], tmp_path / "out")
+    assert again.manifest["totals"]["files"] == 0 and again.manifest["already_processed"] == [str(a)]
+    before = {t: rows(tmp_path / "out", t) for t in ("packets", "flows")}
+    third = spark_run([a, b], tmp_path / "out")
+    assert [f.path for f in third.files] == [str(b)]
+    after = rows(tmp_path / "out", "packets")
+    assert len(after) == len(before["packets"]) + third.manifest["totals"]["rows"]["packets"]
+    assert len(set(after)) == len(after), "a packet row twice"
+
+
+def test_bad_inputs_are_reported_and_the_rest_processed(spark, tmp_path):
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(b"\xd4\xc3\xb2\xa1" + b"\x00" * 7)
+    result = spark_run([SAMPLES / "clean.pcap", bad, tmp_path / "missing.pcap"], tmp_path / "out")
+    by_path = {f.path: f for f in result.files}
+    assert by_path[str(SAMPLES / "clean.pcap")].status == "ok"
+    assert by_path[str(bad)].status == "failed" and str(bad) in by_path[str(bad)].error
+    assert by_path[str(tmp_path / "missing.pcap")].status == "failed"
+    assert result.status == "partial"
+
+
+def _spark_submit() -> str:
+    exe = Path(sys.executable).parent / "spark-submit"
+    return str(exe) if exe.exists() else "spark-submit"
+
+
+def test_killed_run_then_rerun_loses_and_duplicates_nothing(spark, tmp_path):
+    out = tmp_path / "out"
+    local_run([SAMPLES], tmp_path / "local")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    # Many small replay tasks on two cores: the replay stage lasts long enough to be killed in.
+    cmd = [_spark_submit(), "--master", "local[2]", str(REPO / "jobs" / "spark_job.py"), str(SAMPLES),
+           "--out", str(out), "--partitions", "64", "--quiet"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    killed_in = None
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            staging = list((out / "_staging").glob("*/tasks/*/*")) if (out / "_staging").is_dir() else []
+            if staging:
+                killed_in = "replay"
+                os.killpg(proc.pid, signal.SIGKILL)
+                break
+            time.sleep(0.02)
+    finally:
+        if proc.poll() is None and killed_in is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert killed_in == "replay", f"the run ended before its replay stage could be killed (rc {proc.returncode}): {proc.stderr.read()[-2000:]!r}"
+    assert not list(out.glob("_runs/*.json")), "a killed run committed"
+    rerun = spark_run([SAMPLES], out)
+    assert rerun.manifest["recovered_leftovers"], "the killed run's staging was not cleaned up"
+    assert_same_tables(tmp_path / "local", out)
+
+
+def test_cli_engine_spark_help_and_errors(tmp_path):
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, "-m", "tailscope", "analyze", "--help"], capture_output=True, text=True, env=env)
+    assert "--engine {local,spark}" in r.stdout and "--spark-master" in r.stdout and "--incremental" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "tailscope", "analyze", str(SAMPLES), "--out", str(tmp_path / "o"),
+                        "--engine", "spark", "--spark-conf", "nokeyvalue"], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "--spark-conf 'nokeyvalue': expected KEY=VALUE" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "tailscope", "analyze", str(SAMPLES), "--out", str(tmp_path / "o"),
+                        "--engine", "spark", "--quiet"], capture_output=True, text=True,
+                       env=dict(env, JAVA_HOME=str(tmp_path / "nojava"), PATH="/nonexistent"))
+    assert r.returncode == 2 and "needs Java 17+" in r.stderr
