@@ -39,16 +39,6 @@ from tests.lab.quic_apps import aioquic_available  # noqa: E402
 # one worker for the whole module: the scenarios run once and are timing-sensitive
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-quic")]
 
-XFAIL_INITIAL_LOSS_VN = pytest.mark.xfail(strict=True, reason=(
-    "signatures/src/quic.rs QuicState::initial keeps first_hello_ns[0] across a Version Negotiation: the "
-    "client's new first flight in the negotiated version (a fresh decryptor, ClientHello at offset 0 again, "
-    "one RTT after the first) counts as an Initial retransmission, so quic_version_mismatch's completed "
-    "v2->VN->v1 handshakes get quic_initial_loss with a ~45 ms 'delay'"))
-XFAIL_INITIAL_LOSS_UNANSWERED = pytest.mark.xfail(strict=True, reason=(
-    "signatures/src/quic.rs QuicState::initial sets initial_loss_delay_ns on every repeated ClientHello "
-    "before a server Initial, so attempts the server never answered (UDP blocked: no_server_reply) also "
-    "get quic_initial_loss; docs/schemas.md says the delay is 'first ClientHello to the repeat the server "
-    "answered (0 when none)'. Plus the Version Negotiation case (row 'answered attempts only')."))
 XFAIL_VIEW_FAST_FALLBACK = pytest.mark.xfail(strict=True, reason=(
     "quic_fallback calls any TCP within 300 ms of the QUIC attempt a race; a QUIC attempt that fails at "
     "once (ICMP port unreachable: quic_udp_closed; Version Negotiation without a common version: "
@@ -74,7 +64,7 @@ XFAIL_SHARE = pytest.mark.xfail(strict=True, reason=(
     "attempt, in the numerator only"))
 
 TARGETS = [
-    pytest.param("quic_initial_loss", marks=XFAIL_INITIAL_LOSS_UNANSWERED),
+    "quic_initial_loss",
     "handshake=no_server_reply",
     "handshake=no_client_handshake",
     "handshake=version_negotiation_failed",
@@ -218,7 +208,6 @@ def test_initial_loss_before_the_capture_point_is_not_claimed(evaluation):
     assert row.tp == 0, _why(evaluation, row)
 
 
-@XFAIL_INITIAL_LOSS_VN
 def test_initial_loss_on_answered_attempts(evaluation):
     """Where the server answered, quic_initial_loss is exactly the ClientHellos lost after the capture."""
     row = evaluation.row("quic_initial_loss (answered attempts only)")
