@@ -39,24 +39,6 @@ from tests.lab.quic_apps import aioquic_available  # noqa: E402
 # one worker for the whole module: the scenarios run once and are timing-sensitive
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-quic")]
 
-XFAIL_VIEW_FAST_FALLBACK = pytest.mark.xfail(strict=True, reason=(
-    "quic_fallback calls any TCP within 300 ms of the QUIC attempt a race; a QUIC attempt that fails at "
-    "once (ICMP port unreachable: quic_udp_closed; Version Negotiation without a common version: "
-    "quic_version_mismatch) is followed by TCP within a round trip, after the attempt's last packet - "
-    "a fallback. Race should also need the QUIC flow to be still active (TCP start < QUIC flow end)"))
-XFAIL_VIEW_PAIRING = pytest.mark.xfail(strict=True, reason=(
-    "sql/staging/060_quic_fallback.sql pairs a QUIC attempt with the first TCP connection within 30 s, "
-    "across session boundaries: a completed attempt followed by the next session's fallback TCP becomes "
-    "tcp_after_quic instead of quic_ok (and a won race likewise); the window should end at the client's "
-    "next QUIC attempt to the same server"))
-XFAIL_VIEW_RACE = pytest.mark.xfail(strict=True, reason=(
-    "quic_fallback: a TCP connection cancelled in SYN_SENT when QUIC won the race has no ClientHello, so "
-    "its server is its address while the QUIC attempt's is its SNI - never paired (and the pairing window "
-    "crosses sessions, see outcome=quic_ok)"))
-XFAIL_VIEW_CACHED = pytest.mark.xfail(strict=True, reason=(
-    "quic_fallback: cached_broken needs 'no QUIC attempt within 30 s before the TCP connection', which a "
-    "client that remembers QUIC as broken and comes back within 30 s never satisfies; it should be 'not "
-    "an attempt's paired TCP' after a failed attempt within the hour"))
 XFAIL_SHARE = pytest.mark.xfail(strict=True, reason=(
     "docs/signatures.md's share (fallback + cached_broken) / QUIC attempts leaves out races that QUIC "
     "lost (outcome race, quic_handshake not complete: the session ended on TCP) and the fast fallbacks the "
@@ -68,11 +50,11 @@ TARGETS = [
     "handshake=no_server_reply",
     "handshake=no_client_handshake",
     "handshake=version_negotiation_failed",
-    pytest.param("outcome=fallback", marks=XFAIL_VIEW_FAST_FALLBACK),
+    "outcome=fallback",
     "outcome=quic_failed",
-    pytest.param("outcome=quic_ok", marks=XFAIL_VIEW_PAIRING),
-    pytest.param("outcome=race", marks=XFAIL_VIEW_RACE),
-    pytest.param("outcome=cached_broken", marks=XFAIL_VIEW_CACHED),
+    "outcome=quic_ok",
+    "outcome=race",
+    "outcome=cached_broken",
 ]
 
 
