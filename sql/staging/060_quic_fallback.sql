@@ -14,6 +14,8 @@
 --   quic_failed    the QUIC handshake did not complete and no TCP followed
 --   cached_broken  a TCP connection that is no attempt's paired TCP, from a client whose QUIC to
 --                  this server failed within the hour before: the client remembered QUIC as broken
+-- ended_on_tcp (QUIC attempts; NULL on cached_broken rows): the session that began with this
+-- attempt got its answer over TCP - a fallback, or a race the QUIC handshake did not complete.
 CREATE OR REPLACE VIEW quic_attempts AS
 SELECT
     flow_id,
@@ -93,7 +95,8 @@ SELECT
     quic_handshake,
     tcp_start,
     tcp_flow_id,
-    outcome
+    outcome,
+    outcome = 'fallback' OR (outcome = 'race' AND NOT quic_ok) AS ended_on_tcp
 FROM outcomes
 UNION ALL
 SELECT
@@ -105,7 +108,8 @@ SELECT
     NULL AS quic_handshake,
     t."start" AS tcp_start,
     t.flow_id AS tcp_flow_id,
-    'cached_broken' AS outcome
+    'cached_broken' AS outcome,
+    NULL AS ended_on_tcp
 FROM tcp_connections t
 WHERE t.flow_id NOT IN (SELECT tcp_flow_id FROM first_tcp WHERE tcp_flow_id IS NOT NULL)
   AND EXISTS (

@@ -51,9 +51,11 @@ Fallback outcome (per attempt; target).  From the client's session: if the sessi
     trying QUIC because an earlier attempt failed (session effective mode cached_broken) is a
     cached_broken positive (per TCP connection); every other TCP connection is a negative.
 QUIC-first sessions ending on TCP (per scenario and overall).  A session is QUIC-first when its
-    first attempt was QUIC (quic_first, race, quic_only); it ended on TCP when its response came
-    over TCP. tailscope's answer is docs/signatures.md's `(fallback + cached_broken) / QUIC
-    attempts` over the view.
+    first attempt was QUIC (effective mode quic_first, race, quic_only); it ended on TCP when its
+    response came over TCP. A cached_broken session is not QUIC-first: the client did not try QUIC
+    (the view reports those TCP connections as cached_broken, outside the share). tailscope's
+    answer is docs/signatures.md's share over the view: QUIC attempts with `ended_on_tcp` (a
+    fallback, or a race whose QUIC handshake did not complete) / QUIC attempts.
 Clean.  In quic_clean no flow may carry a signature and no packet a tag.
 """
 from __future__ import annotations
@@ -338,7 +340,7 @@ class QuicEvaluation:
     truths: dict
     outputs: dict
     warnings: list
-    shares: dict                     # scenario -> {truth: (n, d), docs: (n, d)}
+    shares: dict                     # scenario -> {truth: (n, d), view: (n, d)}
     confusion: dict                  # "handshake" | "outcome" -> Counter
     results: dict = field(default_factory=dict)
     table: str = ""
@@ -370,9 +372,9 @@ def _flow_desc(f: dict | None, packets: list, t0: int) -> str:
 
 
 def _view_share(rows: list) -> tuple[int, int]:
-    """docs/signatures.md: (fallback + cached_broken) / QUIC attempts."""
-    oc = collections.Counter(r["outcome"] for r in rows)
-    return oc["fallback"] + oc["cached_broken"], sum(1 for r in rows if r.get("quic_flow_id") is not None)
+    """docs/signatures.md: QUIC attempts whose session ended on TCP (ended_on_tcp) / QUIC attempts."""
+    att = [r for r in rows if r.get("quic_flow_id") is not None]
+    return sum(1 for r in att if r["ended_on_tcp"]), len(att)
 
 
 def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> QuicEvaluation:
@@ -458,7 +460,7 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Quic
                    f"session {c.session} TCP port {c.key[1]} {_ms(c.t_start_ns, t0)} "
                    f"({'ClientHello sent' if c.tls_sent else 'cancelled before TLS: no SNI'}); "
                    f"view {'cached_broken' if c.key in flagged else 'not cached_broken'}")
-        shares[n] = {"truth": t.share(), "docs": _view_share(o.view)}
+        shares[n] = {"truth": t.share(), "view": _view_share(o.view)}
         if t.clean:
             flow_ids = {f["flow_id"]: _fk(f) for f in o.flows}
             tags = collections.defaultdict(list)
@@ -490,10 +492,10 @@ def format_table(ev: QuicEvaluation, details: int = 8) -> str:
             out.append(f"* {k} confusion (truth -> tailscope: count): "
                        + ", ".join(f"{a}->{b}: {v}" for (a, b), v in sorted(c.items())))
     out.append("")
-    out.append("QUIC-first sessions that ended on TCP (truth | docs formula on quic_fallback):")
+    out.append("QUIC-first sessions that ended on TCP (truth | docs/signatures.md's share over quic_fallback):")
     for n, s in ev.shares.items():
-        out.append(f"   {n:22s} " + "  ".join(f"{w} {s[w][0]}/{s[w][1]}" for w in ("truth", "docs")))
-    tot = {w: ev.share_total(w) for w in ("truth", "docs")}
+        out.append(f"   {n:22s} " + "  ".join(f"{w} {s[w][0]}/{s[w][1]}" for w in ("truth", "view")))
+    tot = {w: ev.share_total(w) for w in ("truth", "view")}
     out.append(f"   {'all':22s} " + "  ".join(f"{w} {tot[w][0]}/{tot[w][1]} = "
                                                f"{_fmt(tot[w][0] / tot[w][1] if tot[w][1] else None)}"
                                                for w in tot))
