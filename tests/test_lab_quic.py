@@ -39,50 +39,16 @@ from tests.lab.quic_apps import aioquic_available  # noqa: E402
 # one worker for the whole module: the scenarios run once and are timing-sensitive
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-quic")]
 
-XFAIL_INITIAL_LOSS_VN = pytest.mark.xfail(strict=True, reason=(
-    "signatures/src/quic.rs QuicState::initial keeps first_hello_ns[0] across a Version Negotiation: the "
-    "client's new first flight in the negotiated version (a fresh decryptor, ClientHello at offset 0 again, "
-    "one RTT after the first) counts as an Initial retransmission, so quic_version_mismatch's completed "
-    "v2->VN->v1 handshakes get quic_initial_loss with a ~45 ms 'delay'"))
-XFAIL_INITIAL_LOSS_UNANSWERED = pytest.mark.xfail(strict=True, reason=(
-    "signatures/src/quic.rs QuicState::initial sets initial_loss_delay_ns on every repeated ClientHello "
-    "before a server Initial, so attempts the server never answered (UDP blocked: no_server_reply) also "
-    "get quic_initial_loss; docs/schemas.md says the delay is 'first ClientHello to the repeat the server "
-    "answered (0 when none)'. Plus the Version Negotiation case (row 'answered attempts only')."))
-XFAIL_VIEW_FAST_FALLBACK = pytest.mark.xfail(strict=True, reason=(
-    "quic_fallback calls any TCP within 300 ms of the QUIC attempt a race; a QUIC attempt that fails at "
-    "once (ICMP port unreachable: quic_udp_closed; Version Negotiation without a common version: "
-    "quic_version_mismatch) is followed by TCP within a round trip, after the attempt's last packet - "
-    "a fallback. Race should also need the QUIC flow to be still active (TCP start < QUIC flow end)"))
-XFAIL_VIEW_PAIRING = pytest.mark.xfail(strict=True, reason=(
-    "sql/staging/060_quic_fallback.sql pairs a QUIC attempt with the first TCP connection within 30 s, "
-    "across session boundaries: a completed attempt followed by the next session's fallback TCP becomes "
-    "tcp_after_quic instead of quic_ok (and a won race likewise); the window should end at the client's "
-    "next QUIC attempt to the same server"))
-XFAIL_VIEW_RACE = pytest.mark.xfail(strict=True, reason=(
-    "quic_fallback: a TCP connection cancelled in SYN_SENT when QUIC won the race has no ClientHello, so "
-    "its server is its address while the QUIC attempt's is its SNI - never paired (and the pairing window "
-    "crosses sessions, see outcome=quic_ok)"))
-XFAIL_VIEW_CACHED = pytest.mark.xfail(strict=True, reason=(
-    "quic_fallback: cached_broken needs 'no QUIC attempt within 30 s before the TCP connection', which a "
-    "client that remembers QUIC as broken and comes back within 30 s never satisfies; it should be 'not "
-    "an attempt's paired TCP' after a failed attempt within the hour"))
-XFAIL_SHARE = pytest.mark.xfail(strict=True, reason=(
-    "docs/signatures.md's share (fallback + cached_broken) / QUIC attempts leaves out races that QUIC "
-    "lost (outcome race, quic_handshake not complete: the session ended on TCP) and the fast fallbacks the "
-    "view calls race (see outcome=fallback), and counts cached_broken TCP connections, which are no QUIC "
-    "attempt, in the numerator only"))
-
 TARGETS = [
-    pytest.param("quic_initial_loss", marks=XFAIL_INITIAL_LOSS_UNANSWERED),
+    "quic_initial_loss",
     "handshake=no_server_reply",
     "handshake=no_client_handshake",
     "handshake=version_negotiation_failed",
-    pytest.param("outcome=fallback", marks=XFAIL_VIEW_FAST_FALLBACK),
+    "outcome=fallback",
     "outcome=quic_failed",
-    pytest.param("outcome=quic_ok", marks=XFAIL_VIEW_PAIRING),
-    pytest.param("outcome=race", marks=XFAIL_VIEW_RACE),
-    pytest.param("outcome=cached_broken", marks=XFAIL_VIEW_CACHED),
+    "outcome=quic_ok",
+    "outcome=race",
+    "outcome=cached_broken",
 ]
 
 
@@ -218,7 +184,6 @@ def test_initial_loss_before_the_capture_point_is_not_claimed(evaluation):
     assert row.tp == 0, _why(evaluation, row)
 
 
-@XFAIL_INITIAL_LOSS_VN
 def test_initial_loss_on_answered_attempts(evaluation):
     """Where the server answered, quic_initial_loss is exactly the ClientHellos lost after the capture."""
     row = evaluation.row("quic_initial_loss (answered attempts only)")
@@ -226,13 +191,14 @@ def test_initial_loss_on_answered_attempts(evaluation):
     assert row.precision >= TARGET and row.recall >= TARGET, _why(evaluation, row)
 
 
-@XFAIL_SHARE
 def test_share_of_quic_first_sessions_ending_on_tcp(evaluation):
     """The video company's question, answered by quic_fallback as docs/signatures.md says:
-    (fallback + cached_broken) / QUIC attempts == the client's own count, per scenario and overall."""
+    QUIC attempts with ended_on_tcp (fallback, or a race QUIC did not complete) / QUIC attempts ==
+    the client's own count of QUIC-first sessions answered over TCP, per scenario and overall.
+    cached_broken sessions never tried QUIC: they are in neither count (quic_eval.py's truth)."""
     ev = evaluation
-    per = {n: (s["truth"], s["docs"]) for n, s in ev.shares.items() if s["truth"] != s["docs"]}
-    truth, docs = ev.share_total("truth"), ev.share_total("docs")
+    per = {n: (s["truth"], s["view"]) for n, s in ev.shares.items() if s["truth"] != s["view"]}
+    truth, view = ev.share_total("truth"), ev.share_total("view")
     assert truth[1] > 0 and truth[0] > 0
-    assert not per and truth == docs, (f"overall truth {truth[0]}/{truth[1]}, view {docs[0]}/{docs[1]}; "
+    assert not per and truth == view, (f"overall truth {truth[0]}/{truth[1]}, view {view[0]}/{view[1]}; "
                                        f"scenarios (truth, view): {per}")

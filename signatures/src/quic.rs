@@ -50,6 +50,13 @@ pub struct QuicState {
     pub initial_retx: [u32; 2],
     first_hello_ns: [Option<i64>; 2],
     last_hello_ns: [Option<i64>; 2],
+    /// First ClientHello to its latest repeat while the server had not answered: it becomes
+    /// `initial_loss_delay_ns` when the server answers (an attempt nobody answered - UDP
+    /// blocked - is no Initial loss, it is `no_server_reply`).
+    pending_loss_ns: Option<i64>,
+    /// The server sent an Initial, Retry or Version Negotiation since the client's first flight.
+    server_answered: bool,
+    /// First ClientHello to the repeat the server answered (0 when none).
     pub initial_loss_delay_ns: i64,
     first_client_handshake_ns: Option<i64>,
     pub handshake_rtt_ns: Option<i64>,
@@ -75,6 +82,11 @@ impl QuicState {
                 if self.scid[dir].is_empty() && !p.scid.is_empty() {
                     self.scid[dir] = p.scid.to_vec();
                 }
+            }
+            if dir == 1
+                && matches!(p.ty, PacketType::Initial | PacketType::Retry | PacketType::VersionNegotiation)
+            {
+                self.server_answer();
             }
             match p.ty {
                 PacketType::Initial => {
@@ -117,10 +129,29 @@ impl QuicState {
         mask
     }
 
+    /// The server answered the client's first flight: a ClientHello repeated before this was
+    /// lost (or not answered) and its repeat got through - Initial loss, like SYN loss.
+    fn server_answer(&mut self) {
+        if !self.server_answered {
+            self.server_answered = true;
+            if let Some(d) = self.pending_loss_ns.take() {
+                self.initial_loss_delay_ns = d;
+            }
+        }
+    }
+
     fn initial(&mut self, dir: usize, ts_ns: i64, p: &quic::PacketHeader<'_>) -> u32 {
         if dir == 0 {
             let fresh = self.dec.as_ref().is_none_or(|d| d.version() != p.version);
             if fresh {
+                if self.dec.is_some() {
+                    // A new version (after Version Negotiation): the handshake starts again and
+                    // this first flight is no retransmission of the old version's.
+                    self.first_hello_ns[0] = None;
+                    self.last_hello_ns[0] = None;
+                    self.pending_loss_ns = None;
+                    self.server_answered = false;
+                }
                 self.dec = InitialDecryptor::new(p.version, p.dcid).ok();
                 self.client_crypto = CryptoReassembler::default();
                 if self.ocid.is_empty() {
@@ -137,15 +168,23 @@ impl QuicState {
         let hello = open.crypto_data().any(|(off, _)| off == 0);
         if hello {
             match self.first_hello_ns[dir] {
-                // The first flight again: its first copy (or our answer to it) was lost.
-                Some(first) if !open.rekeyed => {
-                    self.initial_retx[dir] += 1;
-                    mask |= tags::QUIC_INITIAL_RETRANSMISSION;
-                    if dir == 0 && self.first_hello_ns[1].is_none() {
-                        self.initial_loss_delay_ns = ts_ns - first;
+                // The client's first flight with the keys a Retry asked for: the handshake
+                // starts again (as after Version Negotiation, see above).
+                Some(_) if open.rekeyed => {
+                    if dir == 0 {
+                        self.first_hello_ns[0] = Some(ts_ns);
+                        self.pending_loss_ns = None;
+                        self.server_answered = false;
                     }
                 }
-                Some(_) => {}
+                // The first flight again: its first copy (or our answer to it) was lost.
+                Some(first) => {
+                    self.initial_retx[dir] += 1;
+                    mask |= tags::QUIC_INITIAL_RETRANSMISSION;
+                    if dir == 0 && !self.server_answered {
+                        self.pending_loss_ns = Some(ts_ns - first);
+                    }
+                }
                 None => self.first_hello_ns[dir] = Some(ts_ns),
             }
             self.last_hello_ns[dir] = Some(ts_ns);
@@ -241,4 +280,122 @@ pub fn tls_client_hello(payload: &[u8]) -> Option<(Option<String>, Vec<String>)>
     }
     let h = handshake_messages(&payload[5..]).find(|m| m.msg_type == 1).and_then(|m| parse_client_hello(m.bytes))?;
     Some((h.sni, h.alpn))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailscope_parsers::quic::{initial_secrets, packet_key_material};
+
+    const V1: u32 = 1;
+    const V2: u32 = 0x6b33_43cf;
+    const MS: i64 = 1_000_000;
+
+    /// A client Initial protected with `version`'s keys (RFC 9001 §5) carrying `frames`.
+    fn client_initial(version: u32, dcid: &[u8], pn: u64, frames: &[u8]) -> Vec<u8> {
+        use aes::cipher::{BlockEncrypt, KeyInit};
+        use aes_gcm::aead::AeadInPlace;
+        let s = initial_secrets(version, dcid).unwrap();
+        let m = packet_key_material(version, &s.client).unwrap();
+        let mut payload = frames.to_vec();
+        payload.resize(1162, 0);
+        let len = 4 + payload.len() + 16;
+        // Initial's long-header type bits: 0b00 in v1, 0b01 in v2 (RFC 9369 §3.2).
+        let ty = if version == V2 { 0x10 } else { 0x00 };
+        let mut p = vec![0xc0u8 | ty | 3];
+        p.extend(version.to_be_bytes());
+        p.push(dcid.len() as u8);
+        p.extend(dcid);
+        p.extend([0, 0]); // SCID, token: empty
+        p.extend((0x4000u16 | len as u16).to_be_bytes());
+        let pn_offset = p.len();
+        p.extend((pn as u32).to_be_bytes());
+        let mut nonce = m.iv;
+        for (i, b) in pn.to_be_bytes().iter().enumerate() {
+            nonce[4 + i] ^= b;
+        }
+        let tag = aes_gcm::Aes128Gcm::new(&m.key.into())
+            .encrypt_in_place_detached(&nonce.into(), &p, &mut payload)
+            .unwrap();
+        p.extend(&payload);
+        p.extend(tag.as_slice());
+        let mut block = [0u8; 16];
+        block.copy_from_slice(&p[pn_offset + 4..pn_offset + 20]);
+        let mut block = block.into();
+        aes::Aes128::new(&m.hp.into()).encrypt_block(&mut block);
+        let mask: [u8; 16] = block.into();
+        p[0] ^= mask[0] & 0x0f;
+        for i in 0..4 {
+            p[pn_offset + i] ^= mask[1 + i];
+        }
+        p
+    }
+
+    /// The ClientHello's CRYPTO frame (offset 0; its content does not matter here).
+    fn hello(version: u32, dcid: &[u8], pn: u64) -> Vec<u8> {
+        client_initial(version, dcid, pn, &[0x06, 0x00, 0x08, 1, 0, 0, 4, 3, 3, 0, 0])
+    }
+
+    /// A server Initial: the state reads its header only (it does not hold the server keys).
+    fn server_initial(version: u32) -> Vec<u8> {
+        client_initial(version, b"\x0a\x0b\x0c\x0d", 0, &[0x02, 0, 0, 0, 0])
+    }
+
+    fn version_negotiation(supported: u32) -> Vec<u8> {
+        let mut p = vec![0x80u8, 0, 0, 0, 0, 4, 0x0a, 0x0b, 0x0c, 0x0d, 8];
+        p.extend(b"\x83\x94\xc8\xf0\x3e\x51\x57\x08");
+        p.extend(supported.to_be_bytes());
+        p
+    }
+
+    const DCID: &[u8] = b"\x83\x94\xc8\xf0\x3e\x51\x57\x08";
+
+    #[test]
+    fn unanswered_attempt_is_no_initial_loss() {
+        // UDP blocked beyond the capture: the client repeats its ClientHello, nobody answers.
+        let mut q = QuicState::default();
+        for (i, t) in [0, 1000, 3000].into_iter().enumerate() {
+            q.observe(0, t * MS, &hello(V1, DCID, i as u64));
+        }
+        assert_eq!(q.initial_retx[0], 2);
+        assert_eq!(q.initial_loss_delay_ns, 0);
+        assert_eq!(q.handshake_outcome(0), "no_server_reply");
+    }
+
+    #[test]
+    fn answered_repeat_is_initial_loss() {
+        let mut q = QuicState::default();
+        q.observe(0, 0, &hello(V1, DCID, 0));
+        q.observe(0, 300 * MS, &hello(V1, DCID, 1));
+        q.observe(0, 900 * MS, &hello(V1, DCID, 2));
+        q.observe(1, 920 * MS, &server_initial(V1));
+        // A repeat after the server's answer (the ServerHello was lost) changes nothing.
+        q.observe(0, 1500 * MS, &hello(V1, DCID, 3));
+        assert_eq!(q.initial_retx[0], 3);
+        assert_eq!(q.initial_loss_delay_ns, 900 * MS);
+    }
+
+    #[test]
+    fn version_negotiation_restarts_the_first_flight() {
+        // v2 offered, server speaks v1 only: VN, then the client's v1 first flight.
+        let mut q = QuicState::default();
+        q.observe(0, 0, &hello(V2, DCID, 0));
+        q.observe(1, 20 * MS, &version_negotiation(V1));
+        q.observe(0, 45 * MS, &hello(V1, DCID, 0));
+        q.observe(1, 65 * MS, &server_initial(V1));
+        assert_eq!(q.initial_retx[0], 0);
+        assert_eq!(q.initial_loss_delay_ns, 0);
+        assert!(q.version_negotiation && q.vn_after);
+
+        // The v1 ClientHello lost after the capture, its repeat answered: measured from the
+        // v1 first flight, not from the v2 one.
+        let mut q = QuicState::default();
+        q.observe(0, 0, &hello(V2, DCID, 0));
+        q.observe(1, 20 * MS, &version_negotiation(V1));
+        q.observe(0, 45 * MS, &hello(V1, DCID, 0));
+        q.observe(0, 345 * MS, &hello(V1, DCID, 1));
+        q.observe(1, 365 * MS, &server_initial(V1));
+        assert_eq!(q.initial_retx[0], 1);
+        assert_eq!(q.initial_loss_delay_ns, 300 * MS);
+    }
 }

@@ -51,9 +51,11 @@ Fallback outcome (per attempt; target).  From the client's session: if the sessi
     trying QUIC because an earlier attempt failed (session effective mode cached_broken) is a
     cached_broken positive (per TCP connection); every other TCP connection is a negative.
 QUIC-first sessions ending on TCP (per scenario and overall).  A session is QUIC-first when its
-    first attempt was QUIC (quic_first, race, quic_only); it ended on TCP when its response came
-    over TCP. tailscope's answer is docs/signatures.md's `(fallback + cached_broken) / QUIC
-    attempts` over the view.
+    first attempt was QUIC (effective mode quic_first, race, quic_only); it ended on TCP when its
+    response came over TCP. A cached_broken session is not QUIC-first: the client did not try QUIC
+    (the view reports those TCP connections as cached_broken, outside the share). tailscope's
+    answer is docs/signatures.md's share over the view: QUIC attempts with `ended_on_tcp` (a
+    fallback, or a race whose QUIC handshake did not complete) / QUIC attempts.
 Clean.  In quic_clean no flow may carry a signature and no packet a tag.
 """
 from __future__ import annotations
@@ -289,7 +291,6 @@ class QuicOutputs:
     flows: list
     packets: list
     view: list                   # quic_fallback rows + q_key / t_key (flow 4-tuples)
-    proposed: list               # the same for PROPOSED_VIEW_SQL (see the module end)
 
 
 def _fk(f: dict) -> tuple:
@@ -326,11 +327,9 @@ def analyze(res: ScenarioResult, work_dir: Path) -> QuicOutputs:
                 out_rows.append(d)
             return out_rows
         view = rows("quic_fallback")
-        con.execute(PROPOSED_VIEW_SQL)
-        proposed = rows("quic_fallback_proposed")
     finally:
         con.close()
-    return QuicOutputs(flows, packets, view, proposed)
+    return QuicOutputs(flows, packets, view)
 
 
 # ---- scoring -----------------------------------------------------------------------------
@@ -341,8 +340,8 @@ class QuicEvaluation:
     truths: dict
     outputs: dict
     warnings: list
-    shares: dict                     # scenario -> {truth: (n, d), docs: (n, d), proposed: (n, d)}
-    confusion: dict                  # "handshake" | "outcome" | "outcome (proposed view)" -> Counter
+    shares: dict                     # scenario -> {truth: (n, d), view: (n, d)}
+    confusion: dict                  # "handshake" | "outcome" -> Counter
     results: dict = field(default_factory=dict)
     table: str = ""
     table_path: Path | None = None
@@ -373,16 +372,9 @@ def _flow_desc(f: dict | None, packets: list, t0: int) -> str:
 
 
 def _view_share(rows: list) -> tuple[int, int]:
-    """docs/signatures.md: (fallback + cached_broken) / QUIC attempts."""
-    oc = collections.Counter(r["outcome"] for r in rows)
-    return oc["fallback"] + oc["cached_broken"], sum(1 for r in rows if r.get("quic_flow_id") is not None)
-
-
-def _proposed_share(rows: list) -> tuple[int, int]:
-    """Proposed: QUIC attempts whose session ended on TCP: fallback, or a race QUIC did not win."""
+    """docs/signatures.md: QUIC attempts whose session ended on TCP (ended_on_tcp) / QUIC attempts."""
     att = [r for r in rows if r.get("quic_flow_id") is not None]
-    n = sum(1 for r in att if r["outcome"] == "fallback" or (r["outcome"] == "race" and not r["quic_ok"]))
-    return n, len(att)
+    return sum(1 for r in att if r["ended_on_tcp"]), len(att)
 
 
 def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> QuicEvaluation:
@@ -411,11 +403,10 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Quic
     sil = Row("quic_server_initial_loss", "attempt", None, note="relay dropped a datagram with the ServerHello")
     hs = {c: Row(f"handshake={c}", "attempt", TARGET if c != "complete" else None) for c in HANDSHAKE_CLASSES}
     oc = {c: Row(f"outcome={c}", "attempt", OUTCOME_TARGET.get(c)) for c in OUTCOMES}
-    cb = Row("outcome=cached_broken", "tcp conn", TARGET, note="TCP without a QUIC attempt after a failed one")
-    poc = {c: Row(f"outcome={c} (proposed view)", "attempt", None) for c in OUTCOMES}
-    pcb = Row("outcome=cached_broken (proposed view)", "tcp conn", None)
+    cb = Row("outcome=cached_broken", "tcp conn", TARGET,
+             note="TCP the client opened without trying QUIC, after a failed attempt (session cached_broken)")
     clean = Row("no QUIC signature in quic_clean", "flow", None, kind="clean")
-    confusion = {k: collections.Counter() for k in ("handshake", "outcome", "outcome (proposed view)")}
+    confusion = {k: collections.Counter() for k in ("handshake", "outcome")}
     shares: dict = {}
 
     for n in ok:
@@ -423,7 +414,6 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Quic
         t0 = t.t0_ns
         qflows = {_fk(f): f for f in o.flows if f.get("protocol") == "quic"}
         vq = {r["q_key"]: r for r in o.view if r.get("q_key")}
-        pq = {r["q_key"]: r for r in o.proposed if r.get("q_key")}
         seen = set()
         for a in t.attempts:
             f = qflows.get(a.key)
@@ -449,30 +439,28 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Quic
             confusion["handshake"][(a.handshake, pred_hs)] += 1
             for c, row in hs.items():
                 row.add(n, a.handshake == c, pred_hs == c, f"{desc}; truth: {a.handshake}")
-            for view_rows, rows_, conf in ((vq, oc, "outcome"), (pq, poc, "outcome (proposed view)")):
-                v = view_rows.get(a.key)
-                pred = (v or {}).get("outcome", "-")
-                confusion[conf][(a.outcome, pred)] += 1
-                vdesc = (f"view: {pred}, paired TCP "
-                         + (f"port {v['t_key'][1]} at {_ms(v.get('tcp_start'), t0)}" if v and v.get("t_key") else "none")
-                         + f"; truth: {a.outcome}, session's TCP "
-                         + (f"port {a.tcp_key[1]}" if a.tcp_key else "none"))
-                for c, row in rows_.items():
-                    row.add(n, a.outcome == c, pred == c, f"session {a.session} ({a.mode}) QUIC port {a.key[1]} "
-                            f"{_ms(a.t_start_ns, t0)} (handshake {a.handshake}, client gave up/finished at "
-                            f"{_ms(a.t_end_ns, t0)}); {vdesc}")
+            v = vq.get(a.key)
+            pred = (v or {}).get("outcome", "-")
+            confusion["outcome"][(a.outcome, pred)] += 1
+            vdesc = (f"view: {pred}, paired TCP "
+                     + (f"port {v['t_key'][1]} at {_ms(v.get('tcp_start'), t0)}" if v and v.get("t_key") else "none")
+                     + f"; truth: {a.outcome}, session's TCP "
+                     + (f"port {a.tcp_key[1]}" if a.tcp_key else "none"))
+            for c, row in oc.items():
+                row.add(n, a.outcome == c, pred == c, f"session {a.session} ({a.mode}) QUIC port {a.key[1]} "
+                        f"{_ms(a.t_start_ns, t0)} (handshake {a.handshake}, client gave up/finished at "
+                        f"{_ms(a.t_end_ns, t0)}); {vdesc}")
         for k, f in qflows.items():
             if k not in seen:
                 warnings.append(f"{n}: tailscope QUIC flow port {k[1]} is no client attempt")
         # cached_broken, per TCP connection
-        for view_rows, row in ((o.view, cb), (o.proposed, pcb)):
-            flagged = {r["t_key"]: r for r in view_rows if r["outcome"] == "cached_broken" and r.get("t_key")}
-            for c in t.tcp:
-                row.add(n, c.cached_broken, c.key in flagged,
-                        f"session {c.session} TCP port {c.key[1]} {_ms(c.t_start_ns, t0)} "
-                        f"({'ClientHello sent' if c.tls_sent else 'cancelled before TLS: no SNI'}); "
-                        f"view {'cached_broken' if c.key in flagged else 'not cached_broken'}")
-        shares[n] = {"truth": t.share(), "docs": _view_share(o.view), "proposed": _proposed_share(o.proposed)}
+        flagged = {r["t_key"]: r for r in o.view if r["outcome"] == "cached_broken" and r.get("t_key")}
+        for c in t.tcp:
+            cb.add(n, c.cached_broken, c.key in flagged,
+                   f"session {c.session} TCP port {c.key[1]} {_ms(c.t_start_ns, t0)} "
+                   f"({'ClientHello sent' if c.tls_sent else 'cancelled before TLS: no SNI'}); "
+                   f"view {'cached_broken' if c.key in flagged else 'not cached_broken'}")
+        shares[n] = {"truth": t.share(), "view": _view_share(o.view)}
         if t.clean:
             flow_ids = {f["flow_id"]: _fk(f) for f in o.flows}
             tags = collections.defaultdict(list)
@@ -489,7 +477,7 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Quic
                 else:
                     clean.tp += 1
 
-    rows = [il, il_ans, il_unobs, sil, *hs.values(), *oc.values(), cb, clean, *poc.values(), pcb]
+    rows = [il, il_ans, il_unobs, sil, *hs.values(), *oc.values(), cb, clean]
     return QuicEvaluation(rows, truths, outs, warnings, shares, confusion, dict(results))
 
 
@@ -504,10 +492,10 @@ def format_table(ev: QuicEvaluation, details: int = 8) -> str:
             out.append(f"* {k} confusion (truth -> tailscope: count): "
                        + ", ".join(f"{a}->{b}: {v}" for (a, b), v in sorted(c.items())))
     out.append("")
-    out.append("QUIC-first sessions that ended on TCP (truth | docs formula on quic_fallback | proposed):")
+    out.append("QUIC-first sessions that ended on TCP (truth | docs/signatures.md's share over quic_fallback):")
     for n, s in ev.shares.items():
-        out.append(f"   {n:22s} " + "  ".join(f"{w} {s[w][0]}/{s[w][1]}" for w in ("truth", "docs", "proposed")))
-    tot = {w: ev.share_total(w) for w in ("truth", "docs", "proposed")}
+        out.append(f"   {n:22s} " + "  ".join(f"{w} {s[w][0]}/{s[w][1]}" for w in ("truth", "view")))
+    tot = {w: ev.share_total(w) for w in ("truth", "view")}
     out.append(f"   {'all':22s} " + "  ".join(f"{w} {tot[w][0]}/{tot[w][1]} = "
                                                f"{_fmt(tot[w][0] / tot[w][1] if tot[w][1] else None)}"
                                                for w in tot))
@@ -521,71 +509,6 @@ def format_table(ev: QuicEvaluation, details: int = 8) -> str:
     if ev.warnings:
         out += ["", "truth warnings:"] + ["   " + w for w in ev.warnings[:40]]
     return "\n".join(out)
-
-
-# ---- a proposed view ------------------------------------------------------------------------
-# What the lab says quic_fallback needs (scored in the "(proposed view)" rows, not a target):
-# * a QUIC attempt's window for its TCP ends at the next QUIC attempt from the same client to the
-#   same server (less the 300 ms race allowance), not only after 30 s: else a completed attempt is
-#   paired with the next session's fallback TCP (tcp_after_quic instead of quic_ok);
-# * race needs the QUIC attempt to be still going when TCP starts (before its last packet): a QUIC
-#   attempt that fails fast (Version Negotiation without a common version) and is followed by TCP
-#   at once is a fallback, not a race;
-# * a TCP connection without SNI (no ClientHello: cancelled in SYN_SENT when QUIC won the race)
-#   matches by server address;
-# * cached_broken: TCP connections that are no attempt's paired TCP, after a failed attempt within
-#   the hour - not "no QUIC attempt within 30 s before", which a client that remembers QUIC as
-#   broken and comes back within 30 s never satisfies.
-PROPOSED_VIEW_SQL = """
-CREATE OR REPLACE TEMP VIEW p_quic_attempts AS
-SELECT flow_id, client_ip, server_ip, sni, coalesce(sni, server_ip) AS server, "start",
-       epoch_ns("start") AS start_ns, epoch_ns("end") AS end_ns, quic_handshake,
-       quic_handshake = 'complete' AS quic_ok,
-       lead(epoch_ns("start")) OVER (PARTITION BY client_ip, coalesce(sni, server_ip) ORDER BY "start")
-           AS next_start_ns
-FROM flows WHERE protocol = 'quic';
-
-CREATE OR REPLACE TEMP VIEW p_tcp AS
-SELECT flow_id, client_ip, server_ip, sni, coalesce(sni, server_ip) AS server, "start",
-       epoch_ns("start") AS start_ns
-FROM flows WHERE protocol = 'tcp' AND server_port IN (443, 80, 8443);
-
-CREATE OR REPLACE TEMP VIEW p_pairs AS
-SELECT q.flow_id AS quic_flow_id, t.flow_id AS tcp_flow_id, t."start" AS tcp_start, t.start_ns AS tcp_start_ns
-FROM p_quic_attempts q JOIN p_tcp t
-  ON t.client_ip = q.client_ip
- AND (t.sni = q.sni OR (t.sni IS NULL AND t.server_ip = q.server_ip))
- AND t.start_ns >= q.start_ns - 300000000
- AND t.start_ns <= q.start_ns + 30000000000
- AND (q.next_start_ns IS NULL OR t.start_ns < q.next_start_ns - 300000000);
-
-CREATE OR REPLACE TEMP VIEW quic_fallback_proposed AS
-WITH first_tcp AS (
-    SELECT q.flow_id, q.client_ip, q.server, q."start", q.start_ns, q.end_ns, q.quic_ok, q.quic_handshake,
-           min(p.tcp_start) AS tcp_start, min(p.tcp_start_ns) AS tcp_start_ns,
-           arg_min(p.tcp_flow_id, p.tcp_start_ns) AS tcp_flow_id
-    FROM p_quic_attempts q LEFT JOIN p_pairs p ON p.quic_flow_id = q.flow_id
-    GROUP BY ALL
-)
-SELECT flow_id AS quic_flow_id, client_ip, server, "start" AS quic_start, quic_ok, quic_handshake, tcp_start,
-       tcp_flow_id,
-       CASE
-           WHEN tcp_start_ns IS NOT NULL AND abs(tcp_start_ns - start_ns) <= 300000000
-                AND tcp_start_ns < end_ns THEN 'race'
-           WHEN tcp_start_ns IS NOT NULL AND NOT quic_ok THEN 'fallback'
-           WHEN tcp_start_ns IS NOT NULL THEN 'tcp_after_quic'
-           WHEN quic_ok THEN 'quic_ok'
-           ELSE 'quic_failed'
-       END AS outcome
-FROM first_tcp
-UNION ALL
-SELECT NULL, t.client_ip, t.server, NULL, NULL, NULL, t."start", t.flow_id, 'cached_broken'
-FROM p_tcp t
-WHERE t.flow_id NOT IN (SELECT tcp_flow_id FROM first_tcp WHERE tcp_flow_id IS NOT NULL)
-  AND EXISTS (SELECT 1 FROM p_quic_attempts q
-              WHERE q.client_ip = t.client_ip AND (t.sni = q.sni OR (t.sni IS NULL AND t.server_ip = q.server_ip))
-                AND NOT q.quic_ok AND q.start_ns BETWEEN t.start_ns - 3600000000000 AND t.start_ns);
-"""
 
 
 def main(argv: list[str] | None = None) -> int:
