@@ -41,7 +41,9 @@ pub struct FileStats {
     pub skipped: SkipCounts,
     pub first_ts_ns: Option<i64>,
     pub last_ts_ns: Option<i64>,
-    /// Frames whose timestamp is earlier than the frame before them.
+    /// Frames whose timestamp is earlier than the frame just before them in the file (what a
+    /// tshark user sees as a negative `frame.time_delta`): one frame stamped far ahead counts
+    /// once, not once per frame after it.
     pub ts_backwards: u64,
     pub format: &'static str,
     pub compression: &'static str,
@@ -53,6 +55,7 @@ pub struct FileStats {
 pub struct FileCursor {
     reader: CaptureReader,
     file_index: u32,
+    prev_ts_ns: Option<i64>,
     pub stats: FileStats,
     pub done: bool,
 }
@@ -124,6 +127,7 @@ impl Session {
         FileCursor {
             reader,
             file_index: (self.files.len() - 1) as u32,
+            prev_ts_ns: None,
             stats,
             done: false,
         }
@@ -152,9 +156,10 @@ impl Session {
             };
             let st = &mut cur.stats;
             st.frames += 1;
-            if st.last_ts_ns.is_some_and(|t| frame.ts_ns < t) {
+            if cur.prev_ts_ns.is_some_and(|t| frame.ts_ns < t) {
                 st.ts_backwards += 1;
             }
+            cur.prev_ts_ns = Some(frame.ts_ns);
             st.first_ts_ns = Some(st.first_ts_ns.map_or(frame.ts_ns, |t| t.min(frame.ts_ns)));
             st.last_ts_ns = Some(st.last_ts_ns.map_or(frame.ts_ns, |t| t.max(frame.ts_ns)));
             match decode_frame(&frame) {
