@@ -223,13 +223,18 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
 
         session_reports: list[FileReport] = []
 
+        def emit(table, batch):
+            out = enricher.apply(table, batch)
+            if out is not None:
+                writer.write(table, out)
+
         def close_session():
             nonlocal session
             if session is None:
                 return
             try:
                 for table, batch in session.finish():
-                    writer.write(table, enricher.apply(table, batch))
+                    emit(table, batch)
             except _native.InternalError as exc:
                 # The flows still open are lost with the session: every file that fed it says so.
                 for r in session_reports:
@@ -266,12 +271,12 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
             session_reports.append(p.report)
             while not cursor.done:
                 for table, batch in session.step(cursor):
-                    writer.write(table, enricher.apply(table, batch))
+                    emit(table, batch)
                 progress.update(p.file.label, cursor.offset, cursor.stats()["frames"])
             flush_error = None
             try:
                 for table, batch in session.flush():
-                    writer.write(table, enricher.apply(table, batch))
+                    emit(table, batch)
             except _native.InternalError as exc:
                 flush_error = str(exc)
             _record(p.report, cursor.stats())
