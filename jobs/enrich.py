@@ -20,7 +20,8 @@ Typical use (the local engine)::
 
     ctx = open_enrichment(EnrichmentOptions(prefixes=[Path("prefixes.csv")], sessions=[...]))
     for table, batch in session.step(cursor):
-        writer.write(table, ctx.apply(table, batch))
+        if (out := ctx.apply(table, batch)) is not None:  # None: query_flows, consumed here
+            writer.write(table, out)
     manifest["totals"]["enrichment"] = ctx.summary()
 """
 from __future__ import annotations
@@ -509,12 +510,28 @@ class EnrichmentContext:
 
     # -- the engine's hook
     def apply(self, table: str, batch):
-        """Enrich flows and queries; pass every other table through unchanged."""
+        """Enrich flows and queries; pass every other table through unchanged. ``query_flows``
+        (the native core's open flows whose queries come next) is taken in and not returned
+        (None): it is not a table of the dataset."""
         if table == "flows":
             return enrich_flows(batch, self)
         if table == "queries":
             return enrich_queries(batch, self)
+        if table == "query_flows":
+            self.note_open_flows(batch)
+            return None
         return batch
+
+    def note_open_flows(self, flows: Batch) -> None:
+        """Enrichment for flows still open whose queries come before the flow's own row (a
+        long-lived connection's exchanges): computed from the same columns ``enrich_flows`` reads,
+        so a query gets what its flow will get, and remembered like a flows batch's. Not counted:
+        the flow is counted once, when its row comes."""
+        counts, self.counts = self.counts, collections.Counter()
+        try:
+            enrich_flows(flows, self)
+        finally:
+            self.counts = counts
 
     def summary(self) -> dict:
         """Counts for the run manifest: how many flows and queries stayed unknown, and why."""

@@ -107,6 +107,9 @@ def _plan(files: list[InputFile], reports: list[FileReport], options: AnalyzeOpt
         except _native.CaptureFileError as exc:
             _fail(report, str(exc))
             continue
+        except _native.InternalError as exc:
+            _fail(report, str(exc), kind="internal")
+            continue
         except OSError as exc:
             _fail(report, f"{f.label}: {exc}")
             continue
@@ -246,12 +249,24 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
         session_capture_id = None
         session_last_ts = None
 
+        session_reports: list[FileReport] = []
+
+        def emit(table, batch):
+            out = enricher.apply(table, batch)
+            if out is not None:
+                writer.write(table, out)
+
         def close_session():
             nonlocal session
             if session is None:
                 return
-            for table, batch in session.finish():
-                writer.write(table, enricher.apply(table, batch))
+            try:
+                for table, batch in session.finish():
+                    emit(table, batch)
+            except _native.InternalError as exc:
+                # The flows still open are lost with the session: every file that fed it says so.
+                for r in session_reports:
+                    _internal_error(r, str(exc))
             t = session.totals()
             totals["flows"] += t["flows"]
             totals["flows_evicted"] += t["flows_evicted"]
@@ -262,6 +277,7 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
                 close_session()
                 session_capture_id = _capture_id(p, options)
                 session = _session(session_capture_id, options)
+                session_reports = []
                 enricher.set_capture_site(session_capture_id, (p.file.sidecar or {}).get("site"))
                 session_group, session_last_ts = p.group, None
             p.report.capture_id = session_capture_id
@@ -272,13 +288,23 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
             except _native.CaptureFileError as exc:
                 _fail(p.report, str(exc))
                 continue
+            except _native.InternalError as exc:
+                _fail(p.report, str(exc), kind="internal")
+                continue
+            session_reports.append(p.report)
             while not cursor.done:
                 for table, batch in session.step(cursor):
-                    writer.write(table, enricher.apply(table, batch))
+                    emit(table, batch)
                 progress.update(p.file.label, cursor.offset, cursor.stats()["frames"])
-            for table, batch in session.flush():
-                writer.write(table, enricher.apply(table, batch))
+            flush_error = None
+            try:
+                for table, batch in session.flush():
+                    emit(table, batch)
+            except _native.InternalError as exc:
+                flush_error = str(exc)
             _record(p.report, cursor.stats())
+            if flush_error:
+                _internal_error(p.report, flush_error)
             progress.file_done(p.file.size, p.report.frames)
             if p.report.last_ts_ns is not None:
                 session_last_ts = max(session_last_ts or p.report.last_ts_ns, p.report.last_ts_ns)
@@ -295,6 +321,13 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
     finally:
         enricher.close()
     return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)
+
+
+def _internal_error(report: FileReport, message: str) -> None:
+    """A bug of ours lost output after this file was read: what was written is kept."""
+    report.error = message
+    report.error_kind = "internal"
+    report.status = "partial" if report.frames else "failed"
 
 
 def _record(report: FileReport, stats: dict) -> None:

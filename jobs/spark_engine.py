@@ -144,7 +144,7 @@ def _decode_files(stats_dir: str, batch_rows: int):
                 stats_path = Path(stats_dir) / f"{file_no}.json"
                 try:
                     split = _native.FrameSplitter(path, 0)
-                except (_native.CaptureFileError, OSError) as exc:
+                except (_native.CaptureFileError, _native.InternalError, OSError) as exc:
                     _write_json(stats_path, {"open_error": str(exc)})
                     continue
                 while (fb := split.next_batch(batch_rows)) is not None:
@@ -267,9 +267,14 @@ def _replay_partitions(job: _ReplayJob):
         totals = {"flows": 0, "flows_evicted": 0}
         replayer, capture_no = None, None
 
+        def emit(table, batch):
+            out = enricher.apply(table, batch)
+            if out is not None:  # None: query_flows, consumed by the enrichment
+                writer.write(table, out)
+
         def end_capture():
             for table, out in replayer.finish():
-                writer.write(table, enricher.apply(table, out))
+                emit(table, out)
             t = replayer.totals()
             totals["flows"] += t["flows"]
             totals["flows_evicted"] += t["flows_evicted"]
@@ -283,7 +288,7 @@ def _replay_partitions(job: _ReplayJob):
                         capture_no, c = cno, job.captures[cno]
                         replayer = _native.Replayer(c.capture_id, c.files, c.horizon_ns, **job.session_kwargs)
                     for table, out in replayer.feed(_native_frames(b.slice(lo, hi - lo))):
-                        writer.write(table, enricher.apply(table, out))
+                        emit(table, out)
             if replayer is not None:
                 end_capture()
             parts = writer.close()

@@ -437,3 +437,28 @@ def test_fixture_covers_the_cases():
     with open_enrichment(EnrichmentOptions(prefixes=[PREFIXES], sessions=[SESSIONS], regions=REGIONS)) as c:
         src = c.summary()["sources"]
         assert src["sessions_rejected"] == 0 and src["prefixes"] >= 6 and src["regions"] == 3
+
+
+def test_queries_written_while_their_flow_is_open_take_its_enrichment(tmp_path):
+    """A long-lived connection's queries are written before its flows row (docs/queries.md):
+    they still get the enrichment that row gets, and the flow is counted once."""
+    import duckdb
+
+    from support import pcapgen
+    from tailscope.jobs.local import AnalyzeOptions, analyze
+
+    trace = pcapgen.write_chatty_flow(tmp_path / "chatty.pcap", 70_000)  # past one batch of queries
+    prefixes = tmp_path / "prefixes.csv"
+    prefixes.write_text("prefix,carrier,asn\n198.18.0.0/24,Testnet Mobile,64999\n")
+    sessions = tmp_path / "sessions.csv"
+    sessions.write_text("client_ip,client_port,start,end,lat,lng,network_type\n"
+                        "198.18.0.1,,2023-11-14T22:13:00Z,2023-11-14T22:20:00Z,-6.196,106.832,lte\n")
+    options = AnalyzeOptions(checksums=False)
+    options.enrichment = EnrichmentOptions(prefixes=[prefixes], sessions=[sessions], site="edge1")
+    res = analyze([str(trace)], tmp_path / "ds", options)
+    e = res.manifest["totals"]["enrichment"]
+    assert (e["flows"], e["queries"], e["queries_flow_not_found"], e["flows_without_session"]) == (1, 70_000, 0, 0)
+    cols = ", ".join(ENRICHMENT_COLUMNS)
+    flow = duckdb.sql(f"SELECT {cols} FROM read_parquet('{tmp_path}/ds/flows/*/*.parquet')").fetchall()
+    queries = duckdb.sql(f"SELECT DISTINCT {cols} FROM read_parquet('{tmp_path}/ds/queries/*/*.parquet')").fetchall()
+    assert queries == flow and flow[0][ENRICHMENT_COLUMNS.index("carrier")] == "Testnet Mobile"

@@ -1,13 +1,14 @@
 //! `tailscope._native`: the Rust core behind a small Python API. Batches cross as Arrow through
 //! the C data interface (no copy); the decode loop runs with the GIL released.
 
+use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 use arrow::pyarrow::ToPyArrow;
 use arrow::record_batch::RecordBatch;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -20,6 +21,47 @@ use tailscope_signatures::tables;
 mod replay;
 
 pyo3::create_exception!(_native, CaptureFileError, PyValueError, "A capture file could not be read.");
+pyo3::create_exception!(
+    _native,
+    InternalError,
+    PyRuntimeError,
+    "A bug in the native core (a Rust panic), caught at the binding; the message names the file or capture."
+);
+
+/// The panic's message, for the error that replaces it.
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// Run `f`, turning a panic into "`what`: internal error while `doing`: <message>". A panic that
+/// crossed into Python would surface as pyo3's PanicException, which callers cannot tell apart
+/// from an abort and do not expect.
+pub(crate) fn guarded<T>(what: &str, doing: &str, f: impl FnOnce() -> T) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|p| format!("{what}: internal error while {doing}: {}", panic_message(p.as_ref())))
+}
+
+/// Test hook: the next call of the named entry point (`step`, `flush`, `finish`, `open`,
+/// `probe`) panics inside its guard, so tests can prove each one reports a bug of ours as an
+/// error instead of crashing. Empty when disarmed; the check is one lock per call, not per packet.
+static FORCED_PANIC: Mutex<String> = Mutex::new(String::new());
+
+fn forced_panic(point: &str) {
+    let armed = FORCED_PANIC.lock().map(|mut p| if *p == point { std::mem::take(&mut *p) } else { String::new() });
+    if armed.is_ok_and(|p| !p.is_empty()) {
+        panic!("forced panic in {point} (test hook)");
+    }
+}
+
+#[pyfunction]
+fn _force_panic(point: &str) {
+    if let Ok(mut p) = FORCED_PANIC.lock() {
+        *p = point.to_string();
+    }
+}
 
 pub(crate) fn capture_error(path: &str, e: &CaptureError) -> PyErr {
     CaptureFileError::new_err(format!("{path}: {e}"))
@@ -37,14 +79,6 @@ fn error_kind(e: &CaptureError) -> &'static str {
 }
 
 const NS_PER_S: f64 = 1e9;
-
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "unknown panic".into())
-}
 
 #[pyclass(name = "Session", module = "tailscope._native")]
 struct PySession {
@@ -142,7 +176,13 @@ impl PySession {
     /// problem when it is not a readable capture.
     fn open(&mut self, path: PathBuf, label: &str) -> PyResult<PyFileCursor> {
         let shown = path.display().to_string();
-        let inner = self.inner.open(&path, label).map_err(|e| capture_error(&shown, &e))?;
+        let session = &mut self.inner;
+        let opened = guarded(&shown, "opening it", || {
+            forced_panic("open");
+            session.open(&path, label)
+        })
+        .map_err(InternalError::new_err)?;
+        let inner = opened.map_err(|e| capture_error(&shown, &e))?;
         Ok(PyFileCursor {
             inner: Mutex::new(inner),
             path: shown,
@@ -159,6 +199,7 @@ impl PySession {
         let cur = &mut *guard;
         let outcome = py.detach(|| {
             catch_unwind(AssertUnwindSafe(|| {
+                forced_panic("step");
                 session.step(cur, max_frames);
                 session.drain(false)
             }))
@@ -179,18 +220,33 @@ impl PySession {
     }
 
     /// End every flow and return all remaining output.
+    /// Raises InternalError naming the capture if the core fails (the output still held is lost).
     fn finish(&mut self, py: Python<'_>) -> PyResult<Py<PyList>> {
         let session = &mut self.inner;
-        let drained = py.detach(|| {
-            session.finish();
-            session.drain(true)
-        });
+        let what = format!("capture {}", session.capture_id);
+        let drained = py
+            .detach(|| {
+                guarded(&what, "ending its flows", || {
+                    forced_panic("finish");
+                    session.finish();
+                    session.drain(true)
+                })
+            })
+            .map_err(InternalError::new_err)?;
         output_list(py, drained.into_tables())
     }
 
-    /// Flush a partial packet batch (e.g. at the end of a file).
+    /// Flush a partial packet batch (e.g. at the end of a file). Raises InternalError naming the
+    /// capture if the core fails.
     fn flush(&mut self, py: Python<'_>) -> PyResult<Py<PyList>> {
-        output_list(py, self.inner.drain(true).into_tables())
+        let session = &mut self.inner;
+        let what = format!("capture {}", session.capture_id);
+        let drained = guarded(&what, "flushing its output", || {
+            forced_panic("flush");
+            session.drain(true)
+        })
+        .map_err(InternalError::new_err)?;
+        output_list(py, drained.into_tables())
     }
 
     fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -247,20 +303,19 @@ impl PyFileCursor {
 #[pyfunction]
 fn probe<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
     let shown = path.display().to_string();
-    let mut reader = CaptureReader::open(&path).map_err(|e| capture_error(&shown, &e))?;
+    let probed = guarded(&shown, "probing it", || {
+        forced_panic("probe");
+        let mut reader = CaptureReader::open(&path)?;
+        let first = reader.next_frame().ok().flatten().map(|f| (f.ts_ns, f.linktype));
+        Ok((reader.format.name(), reader.compression.name(), first))
+    })
+    .map_err(InternalError::new_err)?;
+    let (format, compression, first) = probed.map_err(|e: CaptureError| capture_error(&shown, &e))?;
     let d = PyDict::new(py);
-    d.set_item("format", reader.format.name())?;
-    d.set_item("compression", reader.compression.name())?;
-    match reader.next_frame() {
-        Ok(Some(f)) => {
-            d.set_item("first_ts_ns", f.ts_ns)?;
-            d.set_item("linktype", f.linktype)?;
-        }
-        Ok(None) | Err(_) => {
-            d.set_item("first_ts_ns", py.None())?;
-            d.set_item("linktype", py.None())?;
-        }
-    }
+    d.set_item("format", format)?;
+    d.set_item("compression", compression)?;
+    d.set_item("first_ts_ns", first.map(|f| f.0))?;
+    d.set_item("linktype", first.map(|f| f.1))?;
     Ok(d)
 }
 
@@ -317,7 +372,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(event_schema, m)?)?;
     m.add_function(wrap_pyfunction!(query_schema, m)?)?;
     m.add_function(wrap_pyfunction!(tag_names, m)?)?;
+    m.add_function(wrap_pyfunction!(_force_panic, m)?)?;
     m.add("CaptureFileError", m.py().get_type::<CaptureFileError>())?;
+    m.add("InternalError", m.py().get_type::<InternalError>())?;
     m.add("SCHEMA_VERSION", tables::SCHEMA_VERSION)?;
     Ok(())
 }

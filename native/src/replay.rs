@@ -8,14 +8,14 @@ use std::sync::Mutex;
 
 use arrow::pyarrow::{FromPyArrow, ToPyArrow};
 use arrow::record_batch::RecordBatch;
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use tailscope_signatures::session::replay::{frame_schema, open_splitter, FrameSplitter, Replayer};
 use tailscope_signatures::session::Drained;
 
-use crate::{capture_error, output_list, panic_message, session_config, stats_dict};
+use crate::{capture_error, guarded, output_list, panic_message, session_config, stats_dict, InternalError};
 
 #[pyclass(name = "FrameSplitter", module = "tailscope._native")]
 pub(crate) struct PyFrameSplitter {
@@ -32,7 +32,8 @@ impl PyFrameSplitter {
     #[new]
     fn new(path: PathBuf, file_index: u32) -> PyResult<Self> {
         let shown = path.display().to_string();
-        let inner = open_splitter(&path, file_index).map_err(|e| capture_error(&shown, &e))?;
+        let opened = guarded(&shown, "opening it", || open_splitter(&path, file_index)).map_err(InternalError::new_err)?;
+        let inner = opened.map_err(|e| capture_error(&shown, &e))?;
         Ok(PyFrameSplitter { inner: Mutex::new(inner), path: shown, internal_error: None })
     }
 
@@ -127,24 +128,24 @@ impl PyReplayer {
 
     /// Feed a frames batch ordered by (group, file_index, frame); returns ready output as a
     /// list of (table_name, pyarrow.RecordBatch).
+    /// Raises ValueError for a batch that is not a frames batch, InternalError on a bug of ours.
     fn feed(&mut self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<Py<PyList>> {
         let batch = RecordBatch::from_pyarrow_bound(batch)?;
+        let what = self.inner.session.capture_id.clone();
         let replayer = &mut self.inner;
-        let outcome = py.detach(|| catch_unwind(AssertUnwindSafe(|| replayer.feed(&batch))));
-        match outcome {
-            Ok(Ok(chunks)) => drained_list(py, chunks),
-            Ok(Err(msg)) => Err(PyValueError::new_err(msg)),
-            Err(panic) => Err(PyRuntimeError::new_err(format!("internal error while replaying: {}", panic_message(panic.as_ref())))),
+        let outcome = py.detach(|| guarded(&what, "replaying its frames", || replayer.feed(&batch)));
+        match outcome.map_err(InternalError::new_err)? {
+            Ok(chunks) => drained_list(py, chunks),
+            Err(msg) => Err(PyValueError::new_err(format!("{what}: {msg}"))),
         }
     }
 
     /// End the last group of flows and return everything left.
     fn finish(&mut self, py: Python<'_>) -> PyResult<Py<PyList>> {
+        let what = self.inner.session.capture_id.clone();
         let replayer = &mut self.inner;
-        match py.detach(|| catch_unwind(AssertUnwindSafe(|| replayer.finish()))) {
-            Ok(d) => drained_list(py, vec![d]),
-            Err(panic) => Err(PyRuntimeError::new_err(format!("internal error while replaying: {}", panic_message(panic.as_ref())))),
-        }
+        let drained = py.detach(|| guarded(&what, "ending its flows", || replayer.finish())).map_err(InternalError::new_err)?;
+        drained_list(py, vec![drained])
     }
 
     /// Flows started and evicted so far.

@@ -39,12 +39,16 @@ def batches(
         max_flows=max_flows,
         batch_rows=batch_rows,
     )
+    def tables_only(out):
+        # query_flows serves enrichment, which this API does not do (jobs/enrich.py)
+        return ((name, b) for name, b in out if name != "query_flows")
+
     for path in paths:
         cursor = session.open(str(path), str(path))
         while not cursor.done:
-            yield from session.step(cursor)
-        yield from session.flush()
-    yield from session.finish()
+            yield from tables_only(session.step(cursor))
+        yield from tables_only(session.flush())
+    yield from tables_only(session.finish())
 
 
 def tables(paths: Iterable[str | Path], capture_id: str = "api", **options) -> dict[str, pa.Table]:

@@ -72,7 +72,11 @@ impl Query {
 #[derive(Debug, Clone, Default)]
 pub struct QueryTracker {
     current: Option<Query>,
+    /// Finished queries whose row the flow-level verdicts may still change: held until the flow
+    /// ends (see `settled`).
     pub done: Vec<Query>,
+    /// Finished queries whose row is final, for the session to take while the flow lives.
+    pub ready: Vec<Query>,
     next_index: u32,
     first_syn_ns: Option<i64>,
     /// Setup costs seen before the first request (SYN and SYN-ACK loss).
@@ -111,10 +115,15 @@ impl QueryTracker {
         if s.c2s && s.new_data > 0 {
             let responded = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
             if self.current.is_none() || responded {
-                if let Some(q) = self.current.as_mut() {
-                    late_ack(q, s);
+                if let Some(q) = self.current.take() {
+                    let mut q = q;
+                    late_ack(&mut q, s);
+                    if settled(&q) {
+                        self.ready.push(q);
+                    } else {
+                        self.done.push(q);
+                    }
                 }
-                self.close();
                 let mut q = Query { index: self.next_index, start_ns: s.ts_ns, ..Query::default() };
                 self.next_index += 1;
                 if q.index == 0 {
@@ -168,9 +177,14 @@ impl QueryTracker {
         }
     }
 
+    /// The flow ended: every query it still holds is written with it, in index order.
     pub fn close(&mut self) {
         if let Some(q) = self.current.take() {
             self.done.push(q);
+        }
+        if !self.ready.is_empty() {
+            self.done.append(&mut self.ready);
+            self.done.sort_by_key(|q| q.index);
         }
     }
 
@@ -196,6 +210,16 @@ impl QueryTracker {
             }
         }
     }
+}
+
+/// A finished query whose row `flow_verdicts` cannot change, so it may be written before its
+/// flow ends. Policing renames the charges for losses of server data; bufferbloat adds a charge
+/// when an RTT sample of the query exceeds the flow's final minimum RTT by `QUEUE_MIN_NS`. That
+/// minimum is unknown until the end, but never negative (samples below zero are dropped), so a
+/// sample under `QUEUE_MIN_NS` can never be charged. The first query is always held: its setup
+/// is charged against the handshake RTT, which may not be known yet.
+fn settled(q: &Query) -> bool {
+    q.index != 0 && !q.charges.server_loss.contains(&true) && q.response_rtt_ns.is_none_or(|r| r < QUEUE_MIN_NS)
 }
 
 /// The client's next request acknowledges the previous response: its own ACK was lost (or

@@ -10,7 +10,11 @@ use tailscope_parsers::decode::{decode_frame, Packet, TCP_ACK, TCP_SYN};
 use tailscope_parsers::{Compression, SkipCounts};
 
 use crate::flow::{Direction, FlowConfig, FlowTracker};
-use crate::tables::{events_batch, flows_batch, packets_batch, queries_batch, EventRow, PacketRow};
+use crate::queries::Query;
+use crate::tables::{
+    events_batch, flows_batch, packets_batch, queries_batch, queries_of_flows, query_flows_batch, EventRow, PacketRow,
+    QueryFlow,
+};
 use crate::quic;
 use crate::tags;
 use crate::tcp::PacketIn;
@@ -18,7 +22,11 @@ use crate::tcp::PacketIn;
 pub mod replay;
 
 /// Ended flows are written in batches of this many (they hold their summaries until then).
-pub(crate) const FLOWS_PER_BATCH: usize = 4096;
+const FLOWS_PER_BATCH: usize = 4096;
+/// Finished queries of open flows are written in batches of at most this many: a query waiting
+/// in the session costs more than a packet row (its charges, ~200 bytes), and a connection that
+/// completes many small exchanges fills a batch fast.
+const QUERIES_PER_BATCH: usize = 8192;
 
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
@@ -43,21 +51,26 @@ pub struct FileStats {
     pub skipped: SkipCounts,
     pub first_ts_ns: Option<i64>,
     pub last_ts_ns: Option<i64>,
-    /// Frames whose timestamp is earlier than the frame before them.
+    /// Frames whose timestamp is earlier than the frame just before them in the file (what a
+    /// tshark user sees as a negative `frame.time_delta`): one frame stamped far ahead counts
+    /// once, not once per frame after it.
     pub ts_backwards: u64,
     pub format: &'static str,
     pub compression: &'static str,
     pub linktypes: Vec<u32>,
     pub error: Option<CaptureError>,
+    /// The previous frame's timestamp, for `ts_backwards`.
+    prev_ts_ns: Option<i64>,
 }
 
 impl FileStats {
     /// Account for one frame read (before decoding it).
     pub(crate) fn count_frame(&mut self, ts_ns: i64) {
         self.frames += 1;
-        if self.last_ts_ns.is_some_and(|t| ts_ns < t) {
+        if self.prev_ts_ns.is_some_and(|t| ts_ns < t) {
             self.ts_backwards += 1;
         }
+        self.prev_ts_ns = Some(ts_ns);
         self.first_ts_ns = Some(self.first_ts_ns.map_or(ts_ns, |t| t.min(ts_ns)));
         self.last_ts_ns = Some(self.last_ts_ns.map_or(ts_ns, |t| t.max(ts_ns)));
     }
@@ -83,12 +96,22 @@ pub struct Drained {
     pub packets: Option<RecordBatch>,
     pub flows: Option<RecordBatch>,
     pub events: Option<RecordBatch>,
+    /// Not a table of the dataset: the flows still open whose queries are in `queries`, with
+    /// what enrichment needs to give those queries their flow's columns (the flow's own row
+    /// comes when it ends). Comes before `queries`.
+    pub query_flows: Option<RecordBatch>,
     pub queries: Option<RecordBatch>,
 }
 
 impl Drained {
-    pub fn into_tables(self) -> [(&'static str, Option<RecordBatch>); 4] {
-        [("packets", self.packets), ("flows", self.flows), ("events", self.events), ("queries", self.queries)]
+    pub fn into_tables(self) -> [(&'static str, Option<RecordBatch>); 5] {
+        [
+            ("packets", self.packets),
+            ("flows", self.flows),
+            ("events", self.events),
+            ("query_flows", self.query_flows),
+            ("queries", self.queries),
+        ]
     }
 }
 
@@ -99,6 +122,10 @@ pub struct Session {
     tracker: FlowTracker,
     rows: Vec<PacketRow>,
     events: Vec<EventRow>,
+    /// Finished queries of flows still open (a long-lived connection's exchanges), written as
+    /// they complete rather than held by their flow; and those flows, once each.
+    queries: Vec<(i64, Query)>,
+    query_flows: Vec<QueryFlow>,
     pub totals: FileStats,
 }
 
@@ -108,6 +135,8 @@ impl Session {
             tracker: FlowTracker::new(config.flow.clone(), capture_id),
             rows: Vec::with_capacity(config.batch_rows),
             events: Vec::new(),
+            queries: Vec::new(),
+            query_flows: Vec::new(),
             config,
             capture_id: capture_id.to_string(),
             files: Vec::new(),
@@ -143,13 +172,20 @@ impl Session {
         }
     }
 
+    /// Is some output batch full, so that it must be drained before more packets come in?
+    pub(crate) fn batch_full(&self) -> bool {
+        self.rows.len() >= self.config.batch_rows
+            || self.queries.len() >= self.query_batch_rows()
+            || self.tracker.finished.len() >= FLOWS_PER_BATCH
+    }
+
     /// Decode up to `max_frames` frames of `cur`. Stops early once a packet batch or a flows
     /// batch is full, so the caller can drain it (ended flows hold their analysis state until
     /// drained: under a SYN flood with a full flow table every packet ends a flow). Sets
     /// `cur.done` at end of file or on an error (kept in the stats).
     pub fn step(&mut self, cur: &mut FileCursor, max_frames: usize) {
         for _ in 0..max_frames {
-            if self.rows.len() >= self.config.batch_rows || self.tracker.finished.len() >= FLOWS_PER_BATCH {
+            if self.batch_full() {
                 return;
             }
             let frame = match cur.reader.next_frame() {
@@ -197,6 +233,7 @@ impl Session {
             })
         });
         let quic_tags = self.observe_application(p, &a);
+        self.take_ready_queries(a.slot);
         let f = self.tracker.flow(a.slot);
         let c2s = a.direction == Direction::C2S;
         let mut row = PacketRow {
@@ -243,6 +280,24 @@ impl Session {
             self.note_events(&row, row.tags, row.retx_delay_ns, p.tcp().map(|t| t.seq));
         }
         row
+    }
+
+    fn query_batch_rows(&self) -> usize {
+        self.config.batch_rows.min(QUERIES_PER_BATCH)
+    }
+
+    fn take_ready_queries(&mut self, slot: usize) {
+        let f = self.tracker.flow_mut(slot);
+        let Some(t) = f.tcp.as_mut() else { return };
+        if t.queries.ready.is_empty() {
+            return;
+        }
+        let id = f.flow_id;
+        // A flow's queries complete one at a time, so its entry, if any, is usually the last.
+        if !self.query_flows.iter().rev().any(|q| q.flow_id == id) {
+            self.query_flows.push(QueryFlow { flow_id: id, client: f.client, start_ns: f.start_ns });
+        }
+        self.queries.extend(t.queries.ready.drain(..).map(|q| (id, q)));
     }
 
     /// What the payload says above the transport: QUIC headers and Initials, or a TLS
@@ -350,15 +405,25 @@ impl Session {
         } else {
             None
         };
-        let (flows, queries) = if !self.tracker.finished.is_empty()
-            && (force || self.tracker.finished.len() >= FLOWS_PER_BATCH)
-        {
+        let flows_due = !self.tracker.finished.is_empty() && (force || self.tracker.finished.len() >= FLOWS_PER_BATCH);
+        // Queries of open flows go with the next queries batch, or alone once they fill one.
+        let live_due = !self.queries.is_empty() && (force || flows_due || self.queries.len() >= self.query_batch_rows());
+        let live = if live_due { std::mem::take(&mut self.queries) } else { Vec::new() };
+        let query_flows = if live_due {
+            let b = query_flows_batch(&self.query_flows, &self.capture_id);
+            self.query_flows.clear();
+            Some(b)
+        } else {
+            None
+        };
+        let live_rows = live.iter().map(|(id, q)| (*id, q));
+        let (flows, queries) = if flows_due {
             let b = flows_batch(&self.tracker.finished, &self.capture_id, &self.files, self.config.flow.community_id_seed);
-            let q = queries_batch(&self.tracker.finished, &self.capture_id);
+            let q = queries_batch(live_rows.chain(queries_of_flows(&self.tracker.finished)), &self.capture_id);
             self.tracker.finished.clear();
             (Some(b), q)
         } else {
-            (None, None)
+            (None, queries_batch(live_rows, &self.capture_id))
         };
         let events = if !self.events.is_empty() && (force || self.events.len() >= self.config.batch_rows) {
             let b = events_batch(&self.events, &self.capture_id, &self.files);
@@ -367,7 +432,7 @@ impl Session {
         } else {
             None
         };
-        Drained { packets, flows, events, queries }
+        Drained { packets, flows, events, query_flows, queries }
     }
 
     /// End every flow; call once after the last file.

@@ -524,13 +524,48 @@ pub fn query_schema() -> SchemaRef {
     ]))
 }
 
+/// The columns of the flows table that enrichment reads (docs/enrichment.md), for flows still
+/// open whose queries are written before the flow's own row: client address and port, start.
+pub fn query_flows_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("capture_id", DataType::Utf8, false),
+        Field::new("flow_id", DataType::Int64, false),
+        Field::new("client_ip", DataType::Utf8, false),
+        Field::new("client_port", DataType::UInt16, false),
+        Field::new("start", ts_type(), false),
+    ]))
+}
+
+/// A flow as `query_flows_schema` describes it.
+#[derive(Debug, Clone)]
+pub struct QueryFlow {
+    pub flow_id: i64,
+    pub client: (std::net::IpAddr, u16),
+    pub start_ns: i64,
+}
+
+pub fn query_flows_batch(flows: &[QueryFlow], capture_id: &str) -> RecordBatch {
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(capture_id, flows.len()))),
+        Arc::new(Int64Array::from_iter_values(flows.iter().map(|f| f.flow_id))),
+        Arc::new(StringArray::from_iter_values(flows.iter().map(|f| f.client.0.to_string()))),
+        Arc::new(UInt16Array::from_iter_values(flows.iter().map(|f| f.client.1))),
+        Arc::new(TimestampNanosecondArray::from_iter_values(flows.iter().map(|f| f.start_ns)).with_timezone("UTC")),
+    ];
+    RecordBatch::try_new(query_flows_schema(), columns).expect("query flow columns match the schema")
+}
+
 /// Queries of the flows that ended, in flow then query order.
-pub fn queries_batch(flows: &[Flow], capture_id: &str) -> Option<RecordBatch> {
-    let qs: Vec<(i64, &crate::queries::Query)> = flows
+pub fn queries_of_flows(flows: &[Flow]) -> impl Iterator<Item = (i64, &crate::queries::Query)> {
+    flows
         .iter()
         .filter_map(|f| f.tcp.as_ref().map(|t| (f.flow_id, &t.queries.done)))
         .flat_map(|(id, done)| done.iter().map(move |q| (id, q)))
-        .collect();
+}
+
+/// One queries row per (flow id, query).
+pub fn queries_batch<'a>(rows: impl Iterator<Item = (i64, &'a crate::queries::Query)>, capture_id: &str) -> Option<RecordBatch> {
+    let qs: Vec<(i64, &crate::queries::Query)> = rows.collect();
     if qs.is_empty() {
         return None;
     }

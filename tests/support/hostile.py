@@ -131,7 +131,9 @@ def build(directory: Path) -> dict[str, Expect]:
 
     # --- timestamps going backwards ----------------------------------------------------------
     fr = frames(4)
-    order = [0, 2, 1, 3]  # ts of frame i: T0 + order[i] ms → backwards once (2 → 1)
+    # ts of frame i: T0 + order[i] ms → one step back (3 → 1); frame 4 (2 ms) is later than the
+    # frame before it, though still earlier than the latest seen
+    order = [0, 3, 1, 2]
     out["time-backwards.pcap"] = (pcapgen.pcap_bytes([(T0 + order[i] * MS, f) for i, f in enumerate(fr)]), Expect("ok", 4, 4, ts_backwards=1))
     # pcapng: one jump back by a day, and a timestamp of 0 (1970)
     ng = _ng([pcapgen.pcapng_idb(1)] + [

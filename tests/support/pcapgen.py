@@ -217,9 +217,11 @@ def write_bulk_flow(path: Path, payload_bytes: int, mss: int = 1460, start_ns: i
 
 
 def write_chatty_flow(path: Path, exchanges: int, start_ns: int = 1_700_000_000 * 10**9, request: int = 200,
-                      response: int = 1200) -> Path:
+                      response: int = 1200, ack_delay_ns: int = 1_000_000) -> Path:
     """One long-lived TCP connection carrying ``exchanges`` request/response pairs (a keep-alive
-    HTTP/1.1 or RPC connection): client request, server response, client ACK, 1 ms apart."""
+    HTTP/1.1 or RPC connection): client request, server response 1 ms later, the client's ACK
+    ``ack_delay_ns`` after that (the RTT a server-side capture measures), the next request 1 ms
+    after the ACK."""
     c, s = ipaddress.IPv4Address("198.18.0.1").packed, ipaddress.IPv4Address("198.18.0.2").packed
     rec = struct.Struct("<IIII")
     hdr = struct.Struct("!BBHHHBBH4s4sHHIIBBHHH")
@@ -243,8 +245,8 @@ def write_chatty_flow(path: Path, exchanges: int, start_ns: int = 1_700_000_000 
             cs += request
             chunk.append(pkt(t + 1_000_000, s, c, 80, 40000, ss, cs, 0x18, response))
             ss += response
-            chunk.append(pkt(t + 2_000_000, c, s, 40000, 80, cs, ss, 0x10))
-            t += 3_000_000
+            chunk.append(pkt(t + 1_000_000 + ack_delay_ns, c, s, 40000, 80, cs, ss, 0x10))
+            t += 2_000_000 + ack_delay_ns
             if len(chunk) >= 65536:
                 fh.write(b"".join(chunk))
                 chunk.clear()

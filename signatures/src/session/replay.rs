@@ -21,7 +21,7 @@ use tailscope_parsers::capture::{CaptureError, CaptureReader, Frame};
 use tailscope_parsers::decode::{decode_frame, Packet};
 use xxhash_rust::xxh3::Xxh3;
 
-use super::{Drained, FileStats, Session, SessionConfig, FLOWS_PER_BATCH};
+use super::{Drained, FileStats, Session, SessionConfig};
 use crate::flow::FlowKey;
 
 /// Columns of a frames batch (between the two halves).
@@ -203,9 +203,7 @@ impl Replayer {
             self.session.totals.decoded += 1;
             let row = self.session.track(&p, f);
             self.session.rows.push(row);
-            if self.session.rows.len() >= self.session.config.batch_rows
-                || self.session.tracker.finished.len() >= FLOWS_PER_BATCH
-            {
+            if self.session.batch_full() {
                 out.push(self.session.drain(false));
             }
         }

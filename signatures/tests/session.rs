@@ -1,0 +1,105 @@
+//! Session-level behavior on small hand-made captures: per-file accounting and how output leaves
+//! the session.
+
+use tailscope_signatures::session::{Session, SessionConfig};
+
+/// A raw-IPv4 pcap (microsecond timestamps) of (microseconds, TCP segment) records.
+fn pcap(records: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let mut out = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    out.extend_from_slice(&262_144u32.to_le_bytes());
+    out.extend_from_slice(&101u32.to_le_bytes()); // LINKTYPE_RAW
+    for (us, pkt) in records {
+        for v in [(us / 1_000_000) as u32, (us % 1_000_000) as u32, pkt.len() as u32, pkt.len() as u32] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(pkt);
+    }
+    out
+}
+
+fn tcp(c2s: bool, seq: u32, ack: u32, flags: u8, payload: usize) -> Vec<u8> {
+    let (src, dst, sport, dport) = if c2s { ([10, 0, 0, 1], [10, 0, 0, 2], 40000u16, 80u16) } else { ([10, 0, 0, 2], [10, 0, 0, 1], 80, 40000) };
+    let total = (40 + payload) as u16;
+    let mut p = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
+    p[2..4].copy_from_slice(&total.to_be_bytes());
+    p.extend_from_slice(&src);
+    p.extend_from_slice(&dst);
+    p.extend_from_slice(&sport.to_be_bytes());
+    p.extend_from_slice(&dport.to_be_bytes());
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&ack.to_be_bytes());
+    p.extend_from_slice(&[5 << 4, flags, 0xff, 0xff, 0, 0, 0, 0]);
+    p.extend(std::iter::repeat_n(b'x', payload));
+    p
+}
+
+/// One frame stamped a second ahead of its neighbours steps back once (the frame after it), as
+/// tshark's negative `frame.time_delta` shows; the frames after that go forward again.
+#[test]
+fn ts_backwards_counts_steps_back_from_the_previous_frame() {
+    let times = [0u64, 1_000_000, 1_000, 2_000, 3_000, 500];
+    let records: Vec<(u64, Vec<u8>)> = times.iter().enumerate().map(|(i, &t)| (t, tcp(true, 1000 + i as u32, 0, 0x10, 0))).collect();
+    let mut s = Session::new(SessionConfig::default(), "t");
+    let mut cur = s.open_bytes(pcap(&records), "t").expect("a capture");
+    while !cur.done {
+        s.step(&mut cur, 1000);
+    }
+    assert_eq!(cur.stats.frames, 6);
+    assert_eq!(cur.stats.ts_backwards, 2); // 1 s → 1 ms, and 3 ms → 0.5 ms
+    assert_eq!((cur.stats.first_ts_ns, cur.stats.last_ts_ns), (Some(0), Some(1_000_000_000)));
+}
+
+/// A keep-alive connection of `n` exchanges (request, response, the client's ACK `rtt_us` later),
+/// never closed.
+fn chatty(n: u32, rtt_us: u64) -> Vec<(u64, Vec<u8>)> {
+    let (mut c, mut s, mut t) = (1000u32, 5000u32, 0u64);
+    let mut out = vec![(t, tcp(true, c, 0, 0x02, 0)), (t + 10, tcp(false, s, c + 1, 0x12, 0)), (t + 20, tcp(true, c + 1, s + 1, 0x10, 0))];
+    (c, s, t) = (c + 1, s + 1, 1_000);
+    for _ in 0..n {
+        out.push((t, tcp(true, c, s, 0x18, 100)));
+        c += 100;
+        out.push((t + 1_000, tcp(false, s, c, 0x18, 1000)));
+        s += 1000;
+        out.push((t + 1_000 + rtt_us, tcp(true, c, s, 0x10, 0)));
+        t += 2_000 + rtt_us;
+    }
+    out
+}
+
+/// (query rows drained while reading, the most rows ever waiting in the session, rows at the end).
+fn drain_queries(records: &[(u64, Vec<u8>)], batch_rows: usize) -> (usize, usize, usize) {
+    let mut s = Session::new(SessionConfig { batch_rows, ..SessionConfig::default() }, "t");
+    let mut cur = s.open_bytes(pcap(records), "t").expect("a capture");
+    let (mut live, mut most) = (0, 0);
+    while !cur.done {
+        s.step(&mut cur, 1000);
+        let d = s.drain(false);
+        let n = d.queries.map_or(0, |q| q.num_rows());
+        assert!(d.flows.is_none(), "the flow is still open");
+        if n > 0 {
+            let flows = d.query_flows.expect("the open flows of the queries come with them");
+            assert_eq!(flows.num_rows(), 1);
+        }
+        live += n;
+        most = most.max(n);
+    }
+    s.finish();
+    let end = s.drain(true).queries.map_or(0, |q| q.num_rows());
+    (live, most, end)
+}
+
+/// A long-lived connection's queries leave the session as they complete, in batches of at most
+/// `batch_rows`, instead of waiting for the connection to end.
+#[test]
+fn queries_of_an_open_flow_are_written_as_they_complete() {
+    let (live, most, end) = drain_queries(&chatty(1000, 1_000), 64);
+    assert_eq!(live + end, 1000);
+    assert!(most <= 64 && live >= 1000 - 64 - 2, "{live} {most} {end}");
+}
+
+/// With a 50 ms RTT every response's RTT sample could still be charged bufferbloat when the flow
+/// ends (against its final minimum RTT): those queries wait for the flow's row.
+#[test]
+fn queries_the_flow_verdicts_may_change_wait_for_the_flow() {
+    assert_eq!(drain_queries(&chatty(100, 50_000), 64), (0, 0, 100));
+}
