@@ -126,6 +126,10 @@ pub struct Session {
     /// they complete rather than held by their flow; and those flows, once each.
     queries: Vec<(i64, Query)>,
     query_flows: Vec<QueryFlow>,
+    /// Rows and events before these indices belong to an earlier file: a D-SACK no longer
+    /// relabels them (the local engine has written them out at the file's end; a replay keeps
+    /// them in the batch and marks the file boundary here instead).
+    relabel_floor: (usize, usize),
     pub totals: FileStats,
 }
 
@@ -135,6 +139,7 @@ impl Session {
             tracker: FlowTracker::new(config.flow.clone(), capture_id),
             rows: Vec::with_capacity(config.batch_rows),
             events: Vec::new(),
+            relabel_floor: (0, 0),
             queries: Vec::new(),
             query_flows: Vec::new(),
             config,
@@ -344,15 +349,20 @@ impl Session {
     /// A row already written keeps the judgement made when its packet passed.
     fn relabel_spurious(&mut self, flow_id: i64, c2s: bool, seq: u32) {
         let cause_bits = tags::RETX_RTO | tags::RETX_FAST | tags::RETX_TLP | tags::RETX_NETWORK_DUPLICATE | tags::RETX_UNKNOWN;
-        let Some(row) = self.rows.iter_mut().rev().find(|r| {
+        let (row_floor, event_floor) = self.relabel_floor;
+        let Some(row) = self.rows[row_floor..].iter_mut().rev().find(|r| {
             r.flow_id == flow_id && r.c2s == c2s && r.seq == Some(seq) && r.tags & cause_bits != 0
         }) else {
             return;
         };
         row.tags = (row.tags & !(cause_bits | tags::TAIL_LOSS)) | tags::RETX_SPURIOUS;
         let frame = row.frame;
-        self.events.retain(|e| !(e.flow_id == flow_id && e.frame == frame && e.signature == "tail_loss"));
-        for e in self.events.iter_mut().rev().filter(|e| e.flow_id == flow_id && e.frame == frame) {
+        let mut index = 0;
+        self.events.retain(|e| {
+            index += 1;
+            index <= event_floor || !(e.flow_id == flow_id && e.frame == frame && e.signature == "tail_loss")
+        });
+        for e in self.events[event_floor..].iter_mut().rev().filter(|e| e.flow_id == flow_id && e.frame == frame) {
             e.cause = Some("spurious");
         }
     }
@@ -401,6 +411,7 @@ impl Session {
         let packets = if !self.rows.is_empty() && (force || self.rows.len() >= self.config.batch_rows) {
             let b = packets_batch(&self.rows, &self.capture_id, &self.files);
             self.rows.clear();
+            self.relabel_floor.0 = 0;
             Some(b)
         } else {
             None
@@ -428,6 +439,7 @@ impl Session {
         let events = if !self.events.is_empty() && (force || self.events.len() >= self.config.batch_rows) {
             let b = events_batch(&self.events, &self.capture_id, &self.files);
             self.events.clear();
+            self.relabel_floor.1 = 0;
             Some(b)
         } else {
             None

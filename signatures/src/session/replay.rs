@@ -185,8 +185,8 @@ impl Replayer {
                 self.group = Some(g);
             } else if self.file != Some(f) {
                 // The local engine writes out a file's packets before reading the next file: a
-                // later D-SACK cannot relabel them. Same here.
-                out.push(self.session.drain(true));
+                // later D-SACK cannot relabel them. Same here, without cutting a batch per group.
+                self.session.relabel_floor = (self.session.rows.len(), self.session.events.len());
             }
             self.file = Some(f);
             let frame = Frame {
