@@ -26,6 +26,8 @@ from tailscope.jobs.inputs import InputFile, resolve
 from tailscope.jobs.progress import Progress
 
 MANIFEST_SCHEMA_VERSION = 1
+# What a native session counts, summed over a run's sessions into the manifest's totals.
+SESSION_COUNTERS = ("flows", "flows_evicted", "queries_written_unsettled")
 
 
 @dataclass
@@ -242,7 +244,7 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
 
     writer = StagedWriter(out, run_id)
     progress = Progress(sum(p.file.size for p in planned), len(planned), enabled=options.progress)
-    totals = {"flows": 0, "flows_evicted": 0}
+    totals = dict.fromkeys(SESSION_COUNTERS, 0)
     try:
         session = None
         session_group = None
@@ -268,8 +270,8 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
                 for r in session_reports:
                     _internal_error(r, str(exc))
             t = session.totals()
-            totals["flows"] += t["flows"]
-            totals["flows_evicted"] += t["flows_evicted"]
+            for k in SESSION_COUNTERS:
+                totals[k] += t[k]
             session = None
 
         for p in planned:
@@ -380,6 +382,7 @@ def _manifest(run_id, started, t0, inputs, options, reports, totals, rows, remov
             "skipped_by_reason": dict(sorted(skipped.items())),
             "flows": totals["flows"],
             "flows_evicted": totals["flows_evicted"],
+            "queries_written_unsettled": totals["queries_written_unsettled"],
             "files_already_processed": len(already),
             "enrichment": totals.get("enrichment"),
             "rows": dict(rows),

@@ -35,6 +35,7 @@ from tailscope.jobs.dataset import StagedPart, StagedWriter, recover
 from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
 from tailscope.jobs.inputs import resolve
 from tailscope.jobs.local import (
+    SESSION_COUNTERS,
     AnalyzeOptions,
     FileReport,
     RunResult,
@@ -264,7 +265,7 @@ def _replay_partitions(job: _ReplayJob):
         enricher = open_enrichment(job.enrichment)
         for c in job.captures:
             enricher.set_capture_site(c.capture_id, c.site)
-        totals = {"flows": 0, "flows_evicted": 0}
+        totals = dict.fromkeys(SESSION_COUNTERS, 0)
         replayer, capture_no = None, None
 
         def emit(table, batch):
@@ -276,8 +277,8 @@ def _replay_partitions(job: _ReplayJob):
             for table, out in replayer.finish():
                 emit(table, out)
             t = replayer.totals()
-            totals["flows"] += t["flows"]
-            totals["flows_evicted"] += t["flows_evicted"]
+            for k in SESSION_COUNTERS:
+                totals[k] += t[k]
 
         try:
             for b in batches:
@@ -355,7 +356,7 @@ def analyze(
     try:
         stats_dir = writer.stage / "file_stats"
         stats_dir.mkdir()
-        totals = {"flows": 0, "flows_evicted": 0, "enrichment": None}
+        totals = {**dict.fromkeys(SESSION_COUNTERS, 0), "enrichment": None}
         parts: list[StagedPart] = []
         if planned:
             log(f"decoding {len(planned)} files")
@@ -385,7 +386,7 @@ def _replay(spark, spark_options, writer, frames_dir, captures, file_map, option
     from pyspark.sql import functions as F
 
     if not file_map:
-        return [], {"flows": 0, "flows_evicted": 0, "enrichment": None}
+        return [], {**dict.fromkeys(SESSION_COUNTERS, 0), "enrichment": None}
     fmap = spark.createDataFrame(file_map, "file_no int, capture_no int, file_index int")
     frames = (
         spark.read.parquet(str(frames_dir))
@@ -413,8 +414,7 @@ def _replay(spark, spark_options, writer, frames_dir, captures, file_map, option
     parts = [StagedPart(r["table_name"], r["date"], r["path"]) for r in results if r["kind"] == "part"]
     summaries = [json.loads(r["info"]) for r in results if r["kind"] == "totals"]
     totals = {
-        "flows": sum(s["flows"] for s in summaries),
-        "flows_evicted": sum(s["flows_evicted"] for s in summaries),
+        **{k: sum(s[k] for s in summaries) for k in SESSION_COUNTERS},
         "enrichment": _merge_enrichment([s["enrichment"] for s in summaries]),
         "rows": {},
     }

@@ -254,6 +254,7 @@ impl PySession {
         d.set_item("flows", self.inner.flows_started())?;
         d.set_item("flows_evicted", self.inner.flows_evicted())?;
         d.set_item("active_flows", self.inner.active_flows())?;
+        d.set_item("queries_written_unsettled", self.inner.queries_written_unsettled)?;
         Ok(d)
     }
 }

@@ -153,6 +153,7 @@ impl PyReplayer {
         let d = PyDict::new(py);
         d.set_item("flows", self.inner.session.flows_started())?;
         d.set_item("flows_evicted", self.inner.session.flows_evicted())?;
+        d.set_item("queries_written_unsettled", self.inner.session.queries_written_unsettled)?;
         Ok(d)
     }
 }

@@ -77,6 +77,9 @@ pub struct QueryTracker {
     pub done: Vec<Query>,
     /// Finished queries whose row is final, for the session to take while the flow lives.
     pub ready: Vec<Query>,
+    /// Held queries written before the flow ended because more than `MAX_HELD_QUERIES` waited:
+    /// their rows lack the flow-level verdicts' charges (counted in the run manifest).
+    pub written_unsettled: u64,
     next_index: u32,
     first_syn_ns: Option<i64>,
     /// Setup costs seen before the first request (SYN and SYN-ACK loss).
@@ -122,6 +125,12 @@ impl QueryTracker {
                         self.ready.push(q);
                     } else {
                         self.done.push(q);
+                        if self.done.len() > MAX_HELD_QUERIES {
+                            // Memory must not grow with one connection's exchanges: the oldest
+                            // held query goes out as it is, without the verdicts' charges.
+                            self.ready.push(self.done.remove(0));
+                            self.written_unsettled += 1;
+                        }
                     }
                 }
                 let mut q = Query { index: self.next_index, start_ns: s.ts_ns, ..Query::default() };
@@ -211,6 +220,11 @@ impl QueryTracker {
         }
     }
 }
+
+/// At most this many finished queries of one live flow wait for its verdicts (~400 bytes each).
+/// A connection with more unsettled exchanges than this (thousands of requests on a slow or
+/// lossy path) writes its oldest without the policing/bufferbloat charges decided at its end.
+pub const MAX_HELD_QUERIES: usize = 1024;
 
 /// A finished query whose row `flow_verdicts` cannot change, so it may be written before its
 /// flow ends. Policing renames the charges for losses of server data; bufferbloat adds a charge

@@ -130,6 +130,8 @@ pub struct Session {
     /// relabels them (the local engine has written them out at the file's end; a replay keeps
     /// them in the batch and marks the file boundary here instead).
     relabel_floor: (usize, usize),
+    /// Queries written before their flow's verdicts (queries::MAX_HELD_QUERIES).
+    pub queries_written_unsettled: u64,
     pub totals: FileStats,
 }
 
@@ -140,6 +142,7 @@ impl Session {
             rows: Vec::with_capacity(config.batch_rows),
             events: Vec::new(),
             relabel_floor: (0, 0),
+            queries_written_unsettled: 0,
             queries: Vec::new(),
             query_flows: Vec::new(),
             config,
@@ -297,6 +300,7 @@ impl Session {
         if t.queries.ready.is_empty() {
             return;
         }
+        self.queries_written_unsettled += std::mem::take(&mut t.queries.written_unsettled);
         let id = f.flow_id;
         // A flow's queries complete one at a time, so its entry, if any, is usually the last.
         if !self.query_flows.iter().rev().any(|q| q.flow_id == id) {
