@@ -10,13 +10,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from tailscope.jobs.storage import join, location
 
 TABLES_BY_DATE = {"packets": "ts", "flows": "start", "events": "ts", "queries": "start"}
 UNPARTITIONED = ("files",)
@@ -42,38 +42,36 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
     return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_list(f.type)]
 
 
-def _run_id_of(part: Path) -> str | None:
+def _run_id_of(part: str) -> str | None:
     # part-<run_id>-<n>.parquet
-    stem = part.name
+    stem = part.rsplit("/", 1)[-1]
     if not (stem.startswith("part-") and stem.endswith(".parquet")):
         return None
     return stem[len("part-") :].rsplit("-", 1)[0]
 
 
-def committed_runs(out: Path) -> set[str]:
-    runs = out / "_runs"
-    if not runs.is_dir():
-        return set()
-    return {p.stem for p in runs.glob("*.json")}
+def committed_runs(out) -> set[str]:
+    loc = location(out)
+    return {
+        p.rsplit("/", 1)[-1][: -len(".json")]
+        for p in loc.listdir(join(out, "_runs"))
+        if p.endswith(".json") and not p.rsplit("/", 1)[-1].startswith(".")
+    }
 
 
-def recover(out: Path) -> list[str]:
+def recover(out) -> list[str]:
     """Delete leftovers of crashed runs; returns what was removed (for the log)."""
+    loc = location(out)
     removed = []
-    staging = out / "_staging"
-    if staging.is_dir():
-        for d in staging.iterdir():
-            shutil.rmtree(d, ignore_errors=True)
-            removed.append(str(d))
+    for d in loc.listdir(join(out, "_staging")):
+        loc.rmtree(d)
+        removed.append(str(d))
     done = committed_runs(out)
     for table in list(TABLES_BY_DATE) + list(UNPARTITIONED):
-        tdir = out / table
-        if not tdir.is_dir():
-            continue
-        for part in tdir.rglob("part-*.parquet"):
+        for part in loc.find(join(out, table)):
             run_id = _run_id_of(part)
             if run_id is not None and run_id not in done:
-                part.unlink()
+                loc.rm(part)
                 removed.append(str(part))
     return removed
 
@@ -85,47 +83,44 @@ class StagedPart:
     path: str  # where it is staged
 
 
-def publish(out: Path, run_id: str, parts: list[StagedPart], manifest: dict) -> list[str]:
+def publish(out, run_id: str, parts: list[StagedPart], manifest: dict) -> list[str]:
     """Move staged parts into the dataset, then write the run manifest: until the manifest
     exists the parts are orphans that :func:`recover` removes, so a reader never counts a run
     that did not finish."""
+    loc = location(out)
     moved = []
     for part in sorted(parts, key=lambda p: p.path):
-        staged = Path(part.path)
-        dest_dir = out / part.table / (f"date={part.date}" if part.date else "")
-        dest_dir.mkdir(parents=True, exist_ok=True)
-        dest = dest_dir / staged.name
-        os.replace(staged, dest)
-        moved.append(str(dest.relative_to(out)))
+        name = part.path.rsplit("/", 1)[-1]
+        dest_dir = join(out, part.table, f"date={part.date}" if part.date else "")
+        loc.mkdirs(dest_dir)
+        loc.move(part.path, join(dest_dir, name))
+        moved.append(join(part.table, f"date={part.date}" if part.date else "", name))
     manifest["outputs"] = moved
-    runs = out / "_runs"
-    runs.mkdir(exist_ok=True)
-    tmp = runs / f".{run_id}.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=False, default=str))
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, runs / f"{run_id}.json")
-    shutil.rmtree(out / "_staging" / run_id, ignore_errors=True)
-    try:
-        (out / "_staging").rmdir()
-    except OSError:
-        pass
+    runs = join(out, "_runs")
+    loc.mkdirs(runs)
+    loc.write_text_atomic(join(runs, f"{run_id}.json"), json.dumps(manifest, indent=2, sort_keys=False, default=str))
+    loc.rmtree(join(out, "_staging", run_id))
+    loc.rmdir_if_empty(join(out, "_staging"))
     return moved
 
 
 class StagedWriter:
     """Streams record batches into staged, date-partitioned Parquet files."""
 
-    def __init__(self, out: Path, run_id: str, stage: Path | None = None, tag: str = ""):
+    def __init__(self, out, run_id: str, stage: str | None = None, tag: str = ""):
         """`stage` and `tag` let several writers of one run (the Spark engine's tasks) stage
         their parts side by side: each in its own directory, with `tag` in its file names."""
         self.out = out
         self.run_id = run_id
-        self.stage = stage or out / "_staging" / run_id
-        self.stage.mkdir(parents=True, exist_ok=stage is not None)
+        self.loc = location(out)
+        self.stage = str(stage) if stage is not None else join(out, "_staging", run_id)
+        if stage is None and not self.loc.remote and os.path.exists(self.stage):
+            raise FileExistsError(f"{self.stage}: a run with this id is staged already")
+        self.loc.mkdirs(self.stage)
         self.tag = tag
         self._writers: dict[tuple[str, str | None], pq.ParquetWriter] = {}
-        self._paths: dict[tuple[str, str | None], Path] = {}
+        self._files: dict[tuple[str, str | None], object] = {}
+        self._paths: dict[tuple[str, str | None], str] = {}
         self.rows: dict[str, int] = {}
         self._seq = 0
 
@@ -133,11 +128,12 @@ class StagedWriter:
         key = (table, date)
         w = self._writers.get(key)
         if w is None:
-            sub = self.stage / table / (f"date={date}" if date else "")
-            sub.mkdir(parents=True, exist_ok=True)
-            path = sub / f"part-{self.run_id}-{self.tag}{self._seq:05d}.parquet"
+            sub = join(self.stage, table, f"date={date}" if date else "")
+            self.loc.mkdirs(sub)
+            path = join(sub, f"part-{self.run_id}-{self.tag}{self._seq:05d}.parquet")
             self._seq += 1
-            w = pq.ParquetWriter(path, schema, use_dictionary=_dictionary_columns(schema), **PARQUET_OPTIONS)
+            sink = self._files[key] = self.loc.open_write(path)
+            w = pq.ParquetWriter(sink, schema, use_dictionary=_dictionary_columns(schema), **PARQUET_OPTIONS)
             self._writers[key] = w
             self._paths[key] = path
         return w
@@ -163,10 +159,12 @@ class StagedWriter:
 
     def close(self) -> list[StagedPart]:
         """Close every part file; returns them for :func:`publish`."""
-        for w in self._writers.values():
+        for key, w in self._writers.items():
             w.close()
-        parts = [StagedPart(table, date, str(path)) for (table, date), path in self._paths.items()]
+            self._files[key].close()
+        parts = [StagedPart(table, date, path) for (table, date), path in self._paths.items()]
         self._writers.clear()
+        self._files.clear()
         return parts
 
     def commit(self, manifest: dict, more_parts: list[StagedPart] = ()) -> list[str]:
@@ -175,9 +173,10 @@ class StagedWriter:
         return publish(self.out, self.run_id, self.close() + list(more_parts), manifest)
 
     def abort(self) -> None:
-        for w in self._writers.values():
+        for key, w in self._writers.items():
             try:
                 w.close()
+                self._files[key].close()
             except Exception:  # noqa: BLE001 - best effort while already failing
                 pass
-        shutil.rmtree(self.stage, ignore_errors=True)
+        self.loc.rmtree(self.stage)

@@ -10,7 +10,7 @@ import glob
 import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".dmp", ".trace")
 COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")
@@ -29,11 +29,12 @@ def looks_like_capture(name: str) -> bool:
 
 @dataclass
 class InputFile:
-    path: Path
+    path: Path  # for a URL input, the path inside its storage (a PurePosixPath)
     label: str
     size: int
     capture_id: str | None = None  # from an agent manifest sidecar, when present
     sidecar: dict | None = None
+    url: str | None = None  # set for inputs on object storage / HDFS (jobs/storage.py)
 
 
 @dataclass
@@ -71,10 +72,54 @@ def _add(resolved: Resolved, seen: set[Path], path: Path, label: str) -> None:
     resolved.files.append(InputFile(path=path, label=label, size=size, capture_id=capture_id, sidecar=meta))
 
 
+def _resolve_url(resolved: Resolved, name: str) -> None:
+    """A landing zone on object storage or HDFS: a file, a prefix (walked) or a glob."""
+    from tailscope.jobs import storage
+
+    try:
+        fs, root = storage.filesystem(name)
+        proto = storage.protocol_of(name)
+        if glob.has_magic(root):
+            found = [p for p in sorted(fs.glob(root)) if fs.isfile(p)]
+            problem = "pattern matches no files"
+        elif fs.isdir(root):
+            found = sorted(p for p in fs.find(root) if looks_like_capture(p.rsplit("/", 1)[-1]) and "/." not in p)
+            problem = "directory holds no capture files (*.pcap, *.pcapng, optionally .gz/.zst)"
+        elif fs.isfile(root):
+            found, problem = [root], ""
+        else:
+            found, problem = [], "no such file or directory"
+        if not found:
+            resolved.errors.append((name, problem))
+        for p in found:
+            path = PurePosixPath(p)
+            meta = _remote_sidecar(fs, path)
+            capture_id = meta.get("capture_id") if isinstance(meta, dict) else None
+            url = f"{proto}://{p}"
+            resolved.files.append(InputFile(path=path, label=url, size=fs.size(p), capture_id=capture_id, sidecar=meta, url=url))
+    except (OSError, ValueError, ImportError) as exc:
+        resolved.errors.append((name, f"cannot list: {exc}"))
+
+
+def _remote_sidecar(fs, path: PurePosixPath) -> dict | None:
+    from tailscope.capture.manifest import stem_of
+
+    candidate = str(path.with_name(stem_of(path.name) + ".manifest.json"))
+    try:
+        return json.loads(fs.cat_file(candidate)) if fs.isfile(candidate) else None
+    except (OSError, ValueError):
+        return None
+
+
 def resolve(names: list[str]) -> Resolved:
+    from tailscope.jobs.storage import is_url
+
     resolved = Resolved()
     seen: set[Path] = set()
     for name in names:
+        if is_url(name):
+            _resolve_url(resolved, name)
+            continue
         path = Path(name)
         if path.is_dir():
             found = sorted(

@@ -104,6 +104,9 @@ def _plan(files: list[InputFile], reports: list[FileReport], options: AnalyzeOpt
     for f in files:
         report = FileReport(path=f.label, size=f.size)
         reports.append(report)
+        if f.url:
+            _fail(report, f"{f.label}: inputs on object storage or HDFS are read by --engine spark (docs/spark.md)", kind="input")
+            continue
         try:
             info = _native.probe(str(f.path))
         except _native.CaptureFileError as exc:

@@ -34,6 +34,7 @@ from tailscope import _native
 from tailscope.jobs.dataset import StagedPart, StagedWriter, recover
 from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
 from tailscope.jobs.inputs import resolve
+from tailscope.jobs import ledger, storage
 from tailscope.jobs.local import (
     SESSION_COUNTERS,
     AnalyzeOptions,
@@ -42,13 +43,12 @@ from tailscope.jobs.local import (
     _capture_id,
     _fail,
     _manifest,
-    _plan,
+    _Planned,
     _record,
     files_table,
     new_run_id,
-    sha256_of,
+    rotation_group,
     starts_new_capture,
-    take_new,
 )
 
 MIN_JAVA = 17
@@ -129,40 +129,66 @@ def _frames_spark_schema():
     ])
 
 
-def _write_json(path: Path, value: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value))
-    os.replace(tmp, path)
+def _fetch(url: str, dest, h) -> None:
+    """Copy an object to a local file, hashing it on the way."""
+    from tailscope.jobs import storage
+
+    fs, path = storage.filesystem(url)
+    with fs.open(path, "rb") as src:
+        for chunk in iter(lambda: src.read(1 << 20), b""):
+            h.update(chunk)
+            dest.write(chunk)
 
 
-def _decode_files(stats_dir: str, batch_rows: int):
-    """mapInArrow body: (file_no, path) rows in, frames out; per-file stats staged as JSON
-    (a retried attempt rewrites the same file)."""
+def _decode_files(stats_dir: str, batch_rows: int, checksums: bool):
+    """mapInArrow body: (file_no, path or URL) rows in, frames out; each file's accounting (and
+    sha256: the driver reads no capture) staged as JSON — a retried attempt rewrites the same."""
 
     def run(batches):
+        import hashlib
+        import tempfile
+
+        from tailscope.jobs import storage
+
+        loc = storage.location(stats_dir)
         for b in batches:
             for file_no, path in zip(b.column("file_no").to_pylist(), b.column("path").to_pylist()):
-                stats_path = Path(stats_dir) / f"{file_no}.json"
-                try:
-                    split = _native.FrameSplitter(path, 0)
-                except (_native.CaptureFileError, _native.InternalError, OSError) as exc:
-                    _write_json(stats_path, {"open_error": str(exc)})
-                    continue
-                while (fb := split.next_batch(batch_rows)) is not None:
-                    n = fb.num_rows
-                    yield pa.RecordBatch.from_arrays(
-                        [
-                            pa.array([file_no] * n, pa.int32()),
-                            fb.column("group").view(pa.int64()),  # Spark has no unsigned types
-                            fb.column("frame").cast(pa.int64()),
-                            fb.column("ts_ns"),
-                            fb.column("linktype").cast(pa.int64()),
-                            fb.column("wire_len").cast(pa.int64()),
-                            fb.column("data"),
-                        ],
-                        names=["file_no", "flow_group", "frame", "ts_ns", "linktype", "wire_len", "data"],
-                    )
-                _write_json(stats_path, dict(split.stats()))
+                stats_path = storage.join(stats_dir, f"{file_no}.json")
+                h = hashlib.sha256()
+                with tempfile.NamedTemporaryFile(prefix="tailscope-", suffix=".capture") as tmp:
+                    try:
+                        if storage.is_url(path):
+                            _fetch(path, tmp, h)
+                            tmp.flush()
+                            local = tmp.name
+                        else:
+                            local = path
+                            if checksums:
+                                with open(path, "rb") as fh:
+                                    for chunk in iter(lambda: fh.read(1 << 20), b""):
+                                        h.update(chunk)
+                        split = _native.FrameSplitter(local, 0, path)
+                    except (_native.CaptureFileError, _native.InternalError, OSError) as exc:
+                        msg = str(exc) if isinstance(exc, (_native.CaptureFileError, _native.InternalError)) else f"{path}: {exc}"
+                        loc.write_text_atomic(stats_path, json.dumps({"open_error": msg}))
+                        continue
+                    while (fb := split.next_batch(batch_rows)) is not None:
+                        n = fb.num_rows
+                        yield pa.RecordBatch.from_arrays(
+                            [
+                                pa.array([file_no] * n, pa.int32()),
+                                fb.column("group").view(pa.int64()),  # Spark has no unsigned types
+                                fb.column("frame").cast(pa.int64()),
+                                fb.column("ts_ns"),
+                                fb.column("linktype").cast(pa.int64()),
+                                fb.column("wire_len").cast(pa.int64()),
+                                fb.column("data"),
+                            ],
+                            names=["file_no", "flow_group", "frame", "ts_ns", "linktype", "wire_len", "data"],
+                        )
+                    stats = dict(split.stats())
+                    stats["sha256"] = h.hexdigest() if (checksums or storage.is_url(path)) else None
+                    loc.write_text_atomic(stats_path, json.dumps(stats))
 
     return run
 
@@ -187,18 +213,12 @@ def chain_captures(planned, stats: dict[int, dict], options: AnalyzeOptions) -> 
     captures: list[Capture] = []
     file_map = []
     cur = None
-    for file_no, p in enumerate(planned):
+    for file_no, p in planned:
         if cur is None or starts_new_capture(cur.group, cur.last_ts_ns, p):
             cur = Capture(_capture_id(p, options), p.group, (p.file.sidecar or {}).get("site"))
             captures.append(cur)
         p.report.capture_id = cur.capture_id
-        s = stats.get(file_no)
-        if s is None:
-            _fail(p.report, f"{p.file.label}: the decode stage reported nothing for this file", kind="internal")
-            continue
-        if "open_error" in s:
-            _fail(p.report, s["open_error"])
-            continue
+        s = stats[file_no]
         _record(p.report, s)
         file_map.append((file_no, len(captures) - 1, len(cur.files)))
         cur.files.append(p.file.label)
@@ -261,7 +281,7 @@ def _replay_partitions(job: _ReplayJob):
 
         tc = TaskContext.get()
         tag = f"p{tc.partitionId():05d}a{tc.taskAttemptId()}n" if tc else "p0a0n"
-        writer = StagedWriter(Path(job.out), job.run_id, stage=Path(job.stage) / "tasks" / tag, tag=tag)
+        writer = StagedWriter(job.out, job.run_id, stage=storage.join(job.stage, "tasks", tag), tag=tag)
         enricher = open_enrichment(job.enrichment)
         for c in job.captures:
             enricher.set_capture_site(c.capture_id, c.site)
@@ -321,11 +341,12 @@ def _merge_enrichment(summaries: list[dict]) -> dict | None:
 
 def analyze(
     inputs: list[str],
-    out: Path,
+    out,
     options: AnalyzeOptions | None = None,
     spark_options: SparkOptions | None = None,
     argv: list[str] | None = None,
 ) -> RunResult:
+    """One run. `inputs` and `out` may be local paths or URLs (s3://, s3a://, hdfs://, ...)."""
     options = options or AnalyzeOptions(incremental=True)
     spark_options = spark_options or SparkOptions()
     # Fail on a bad enrichment source or a missing Java before touching the dataset.
@@ -333,8 +354,9 @@ def analyze(
     spark = spark_session(spark_options)
     log = (lambda msg: print(f"tailscope[spark]: {msg}", file=sys.stderr, flush=True)) if options.progress else (lambda msg: None)
 
-    out = Path(out).absolute()
-    out.mkdir(parents=True, exist_ok=True)
+    out = str(out) if storage.is_url(out) else Path(out).absolute()
+    if isinstance(out, Path):
+        out.mkdir(parents=True, exist_ok=True)
     removed = recover(out)
     run_id = new_run_id()
     started = dt.datetime.now(dt.timezone.utc)
@@ -346,28 +368,39 @@ def analyze(
         r = FileReport(path=name)
         _fail(r, f"{name}: {problem}", kind="input")
         reports.append(r)
-    planned = _plan(resolved.files, reports, options)
-    already = take_new(planned, reports, out) if options.incremental else []
-    if options.checksums:
-        for p in planned:
-            p.report.sha256 = p.report.sha256 or sha256_of(p.file.path)
+    files = resolved.files
+    already: list[str] = []
+    if options.incremental:
+        # Known by name and size: skipped without reading (files are immutable once shipped).
+        seen = ledger.processed_names(out)
+        already = [f.label for f in files if (f.label, f.size) in seen]
+        files = [f for f in files if (f.label, f.size) not in seen]
 
     writer = StagedWriter(out, run_id)
+    frames_df = None
     try:
-        stats_dir = writer.stage / "file_stats"
-        stats_dir.mkdir()
+        stats_dir = storage.join(writer.stage, "file_stats")
+        writer.loc.mkdirs(stats_dir)
         totals = {**dict.fromkeys(SESSION_COUNTERS, 0), "enrichment": None}
         parts: list[StagedPart] = []
-        if planned:
-            log(f"decoding {len(planned)} files")
-            rows = [(i, str(p.file.path.absolute())) for i, p in enumerate(planned)]
+        planned = []
+        if files:
+            log(f"decoding {len(files)} files")
+            rows = [(i, f.url or str(f.path)) for i, f in enumerate(files)]
             files_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), "file_no int, path string")
-            frames_dir = writer.stage / "frames"
-            files_df.mapInArrow(_decode_files(str(stats_dir), options.batch_rows), _frames_spark_schema()).write.parquet(str(frames_dir))
-            stats = {int(f.stem): json.loads(f.read_text()) for f in stats_dir.glob("*.json")}
+            from pyspark import StorageLevel
+
+            frames_df = files_df.mapInArrow(
+                _decode_files(stats_dir, options.batch_rows, options.checksums or options.incremental), _frames_spark_schema()
+            ).persist(StorageLevel.DISK_ONLY)
+            frames_df.count()  # decode every file once; the replay reads the persisted frames
+            stats = {int(p.rsplit("/", 1)[-1][: -len(".json")]): json.loads(writer.loc.read_text(p))
+                     for p in writer.loc.listdir(stats_dir) if p.endswith(".json")}
+            planned, dropped = _plan_decoded(files, stats, reports, options, ledger.processed(out) if options.incremental else {})
+            already += dropped
             captures, file_map = chain_captures(planned, stats, options)
             log(f"replaying {len(captures)} captures")
-            parts, totals = _replay(spark, spark_options, writer, frames_dir, captures, file_map, options, run_id)
+            parts, totals = _replay(spark, spark_options, writer, frames_df, captures, file_map, options, run_id)
         writer.write("files", files_table(reports, run_id))
         manifest = _manifest(run_id, started, t0, inputs, options, reports, totals, _row_counts(writer, totals), removed, argv, already, engine="spark")
         manifest["spark"] = {"master": spark.sparkContext.master, "version": spark.version, "partitions": _partitions(spark, spark_options)}
@@ -375,22 +408,46 @@ def analyze(
     except BaseException:
         writer.abort()
         raise
+    finally:
+        if frames_df is not None:
+            frames_df.unpersist()
     return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)
+
+
+def _plan_decoded(files, stats: dict[int, dict], reports: list[FileReport], options: AnalyzeOptions, done: dict):
+    """The local engine's plan (jobs/local.py _plan), from what the decode stage found: files that
+    could not be opened fail, the rest are ordered by capture group and first frame time. Files
+    whose content a committed run processed (a copy under another name) are dropped."""
+    planned, dropped = [], []
+    for file_no, f in enumerate(files):
+        s = stats.get(file_no, {"open_error": f"{f.label}: the decode stage reported nothing for this file"})
+        if s.get("sha256") and s["sha256"] in done:
+            dropped.append(f.label)
+            continue
+        report = FileReport(path=f.label, size=f.size, sha256=s.get("sha256"))
+        reports.append(report)
+        if "open_error" in s:
+            _fail(report, s["open_error"])
+            continue
+        report.format, report.compression = s["format"], s["compression"]
+        group = options.capture_id or f.capture_id or rotation_group(f.path)
+        planned.append((file_no, _Planned(f, report, s.get("first_frame_ts_ns"), group)))
+    planned.sort(key=lambda fp: (fp[1].group, fp[1].first_ts_ns is None, fp[1].first_ts_ns or 0, fp[1].file.label))
+    return planned, dropped
 
 
 def _partitions(spark, spark_options: SparkOptions) -> int:
     return spark_options.partitions or max(2, 2 * spark.sparkContext.defaultParallelism)
 
 
-def _replay(spark, spark_options, writer, frames_dir, captures, file_map, options, run_id):
+def _replay(spark, spark_options, writer, frames_df, captures, file_map, options, run_id):
     from pyspark.sql import functions as F
 
     if not file_map:
         return [], {**dict.fromkeys(SESSION_COUNTERS, 0), "enrichment": None}
     fmap = spark.createDataFrame(file_map, "file_no int, capture_no int, file_index int")
     frames = (
-        spark.read.parquet(str(frames_dir))
-        .join(F.broadcast(fmap), "file_no")
+        frames_df.join(F.broadcast(fmap), "file_no")
         .repartition(_partitions(spark, spark_options), "capture_no", "flow_group")
         .sortWithinPartitions("capture_no", "flow_group", "file_index", "frame")
         .select("capture_no", "flow_group", "file_index", "frame", "ts_ns", "linktype", "wire_len", "data")

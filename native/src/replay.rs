@@ -27,11 +27,12 @@ pub(crate) struct PyFrameSplitter {
 
 #[pymethods]
 impl PyFrameSplitter {
-    /// Open a capture file whose frames will carry `file_index`. Raises CaptureFileError when
-    /// it is not a readable capture.
+    /// Open a capture file whose frames will carry `file_index`. Raises CaptureFileError
+    /// naming `label` (default: the path) when it is not a readable capture.
     #[new]
-    fn new(path: PathBuf, file_index: u32) -> PyResult<Self> {
-        let shown = path.display().to_string();
+    #[pyo3(signature = (path, file_index, label=None))]
+    fn new(path: PathBuf, file_index: u32, label: Option<String>) -> PyResult<Self> {
+        let shown = label.unwrap_or_else(|| path.display().to_string());
         let opened = guarded(&shown, "opening it", || open_splitter(&path, file_index)).map_err(InternalError::new_err)?;
         let inner = opened.map_err(|e| capture_error(&shown, &e))?;
         Ok(PyFrameSplitter { inner: Mutex::new(inner), path: shown, internal_error: None })
@@ -79,6 +80,7 @@ impl PyFrameSplitter {
         let s = self.inner.lock().map_err(|_| PyValueError::new_err("splitter poisoned"))?;
         let d = stats_dict(py, &s.stats)?;
         d.set_item("last_decoded_ts_ns", s.last_decoded_ts_ns)?;
+        d.set_item("first_frame_ts_ns", s.first_frame_ts_ns)?;
         if let Some(msg) = &self.internal_error {
             d.set_item("error", msg)?;
             d.set_item("error_kind", "internal")?;

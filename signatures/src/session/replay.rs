@@ -65,6 +65,8 @@ pub struct FrameSplitter {
     pub stats: FileStats,
     /// Latest timestamp of a frame that decoded: the clock the flow table would have reached.
     pub last_decoded_ts_ns: Option<i64>,
+    /// The first frame's timestamp (what the local engine's probe orders files by).
+    pub first_frame_ts_ns: Option<i64>,
     pub done: bool,
 }
 
@@ -75,7 +77,7 @@ impl FrameSplitter {
             compression: reader.compression.name(),
             ..FileStats::default()
         };
-        FrameSplitter { reader, file_index, stats, last_decoded_ts_ns: None, done: false }
+        FrameSplitter { reader, file_index, stats, last_decoded_ts_ns: None, first_frame_ts_ns: None, done: false }
     }
 
     pub fn offset(&self) -> u64 {
@@ -106,6 +108,7 @@ impl FrameSplitter {
                 }
             };
             self.stats.count_frame(frame.ts_ns);
+            self.first_frame_ts_ns.get_or_insert(frame.ts_ns);
             match decode_frame(&frame) {
                 Ok(p) => {
                     self.stats.decoded += 1;
