@@ -176,6 +176,30 @@ impl PySession {
         output_list(py, self.inner.drain(true).into_tables())
     }
 
+    /// Read an SSLKEYLOGFILE (call before the captures; repeatable). Returns its line counts.
+    fn add_keylog<'py>(&mut self, py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+        let st = self
+            .inner
+            .add_keylog_file(&path)
+            .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", path.display())))?;
+        let d = PyDict::new(py);
+        d.set_item("lines", st.lines)?;
+        d.set_item("secrets", st.secrets)?;
+        d.set_item("other_labels", st.other_labels)?;
+        d.set_item("malformed", st.malformed)?;
+        Ok(d)
+    }
+
+    /// QUIC connections by what the key log did for them (None without a key log).
+    fn keylog_counts<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(counts) = self.inner.keylog_counts() else { return Ok(None) };
+        let d = PyDict::new(py);
+        for (k, v) in counts {
+            d.set_item(k, v)?;
+        }
+        Ok(Some(d))
+    }
+
     fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = stats_dict(py, &self.inner.totals)?;
         d.set_item("flows", self.inner.flows_started())?;
