@@ -255,9 +255,10 @@ impl KeyedQuic {
         let send_time = if dir == 0 { ts - half } else { ts };
         let peer = 1 - dir;
         let recv_time = if peer == 0 { ts + half } else { ts };
-        let f = self.senders[dir].poll(send_time, &self.rtt, frames.ack_eliciting);
-        self.findings(dir, f);
         let streams: Vec<(u64, u64, u64)> = frames.streams.iter().map(|s| (s.stream_id, s.offset, s.len as u64)).collect();
+        let probing = frames.ack_eliciting && (streams.is_empty() || self.senders[dir].would_resend(&streams));
+        let f = self.senders[dir].poll(send_time, &self.rtt, probing);
+        self.findings(dir, f);
         let f = self.senders[dir].on_sent(send_time, pn, frames.ack_eliciting, &streams);
         self.findings(dir, f);
         self.stream_queries(dir, ts, pn, frames);

@@ -109,6 +109,12 @@ struct Sent {
     retransmitted_by: Option<u64>,
 }
 
+impl Sent {
+    fn new(ts: i64, ack_eliciting: bool, seen: bool) -> Sent {
+        Sent { ts, ack_eliciting, seen, lost: None, retransmitted_by: None }
+    }
+}
+
 /// What one step of the replay found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finding {
@@ -117,8 +123,9 @@ pub enum Finding {
     /// This packet re-sends STREAM data first sent in `original` (None: in a packet the vantage
     /// point never saw), re-sent `delay_ns` after it, for `cause` (None: no loss explains it).
     Retransmission { original: Option<u64>, cause: Option<LossCause>, delay_ns: Option<i64> },
-    /// `original` was acknowledged after `retx` had re-sent its data.
-    Spurious { original: u64, retx: u64 },
+    /// `original`, declared lost, was acknowledged after all (`retx`: the packet that had
+    /// re-sent its data, if one had yet).
+    Spurious { original: u64, retx: Option<u64> },
     /// The packet number is below one already seen from this sender.
     OutOfOrder { largest: u64 },
     /// RTT sample from an ACK: its largest packet number's send to the ACK, less the ACK delay.
@@ -150,7 +157,7 @@ impl Sender {
         }
         if let Some(l) = self.largest_sent.filter(|&l| pn > l + 1 && pn - l - 1 <= MAX_GAP) {
             for missing in l + 1..pn {
-                self.sent.insert(missing, Sent { ts: now, ack_eliciting: true, seen: false, lost: None, retransmitted_by: None });
+                self.sent.insert(missing, Sent::new(now, true, false));
             }
         }
         self.largest_sent = Some(self.largest_sent.map_or(pn, |l| l.max(pn)));
@@ -163,7 +170,7 @@ impl Sender {
             Some(_) => return out, // a capture duplicate
             None => {
                 if self.largest_acked.is_none_or(|a| pn > a) || behind {
-                    self.sent.insert(pn, Sent { ts: now, ack_eliciting, seen: true, lost: None, retransmitted_by: None });
+                    self.sent.insert(pn, Sent::new(now, ack_eliciting, true));
                 }
             }
         }
@@ -198,6 +205,15 @@ impl Sender {
         out.extend(retx);
         self.bound();
         out
+    }
+
+    /// Whether these STREAM ranges, about to be sent, re-send bytes already sent (a probe carries
+    /// old data or none; new data after a silence is the application's, not a probe).
+    pub fn would_resend(&self, streams: &[(u64, u64, u64)]) -> bool {
+        streams.iter().any(|&(id, off, len)| {
+            let end = off + len;
+            len > 0 && off < self.stream_end.get(&id).copied().unwrap_or(0).min(end)
+        })
     }
 
     fn retransmission_of(&mut self, original: Option<u64>, pn: u64, now: i64) -> Finding {
@@ -235,8 +251,8 @@ impl Sender {
         let largest_new = newly.iter().copied().max();
         for p in newly {
             let s = self.sent.remove(&p).expect("listed from the map");
-            if let (Some(_), Some(r)) = (s.lost, s.retransmitted_by) {
-                out.push(Finding::Spurious { original: p, retx: r });
+            if s.lost.is_some() {
+                out.push(Finding::Spurious { original: p, retx: s.retransmitted_by });
             }
             if Some(p) == largest_new && p == ack.largest && s.ack_eliciting && s.seen && s.lost.is_none() && sample {
                 let latest = now - s.ts;
@@ -277,10 +293,11 @@ impl Sender {
     }
 
     /// Timers that expired by `now`: the loss timer (time threshold) and the probe timeout.
-    /// `probing`: the sender is sending an ack-eliciting packet at `now`. After a silence of
-    /// three quarters of our PTO estimate with packets outstanding, that packet is taken as the
-    /// probe itself: the sender's own estimate differs from ours by its RTT history (samples the
-    /// capture cannot see, rounding), and nothing else makes a sender speak after such a silence.
+    /// `probing`: the sender is sending, at `now`, an ack-eliciting packet with no new STREAM
+    /// data ([`Sender::would_resend`], or a PING). After a silence of three quarters of our PTO
+    /// estimate with packets outstanding, that packet is taken as the probe itself: the sender's
+    /// own estimate differs from ours by its RTT history (samples the capture cannot see,
+    /// rounding).
     pub fn poll(&mut self, now: i64, rtt: &Rtt, probing: bool) -> Vec<Finding> {
         let mut out = Vec::new();
         for _ in 0..8 {
@@ -351,7 +368,7 @@ mod tests {
         assert_eq!(f, vec![Finding::Retransmission { original: Some(1), cause: Some(LossCause::PacketThreshold), delay_ns: Some(55 * MS) }]);
         // The original arrives after all: the re-send was spurious.
         let f = s.on_ack(60 * MS, &ack(&[(1, 1)]), &mut rtt, true);
-        assert_eq!(f, vec![Finding::Spurious { original: 1, retx: 6 }]);
+        assert_eq!(f, vec![Finding::Spurious { original: 1, retx: Some(6) }]);
     }
 
     #[test]
@@ -393,6 +410,7 @@ mod tests {
         s.on_ack(40 * MS, &ack(&[(0, 0)]), &mut rtt, true);
         s.on_sent(50 * MS, 1, true, &[(0, 100, 100)]);
         // Our PTO ends at 195 ms; the sender's own estimate ended a little sooner.
+        assert!(s.would_resend(&[(0, 150, 100)]) && !s.would_resend(&[(0, 200, 100), (4, 0, 10)]));
         assert!(s.poll(150 * MS, &rtt, true).is_empty(), "less than 3/4 of a PTO: new data");
         let f = s.poll(170 * MS, &rtt, false);
         assert!(f.is_empty(), "a timer is only taken as expired at its deadline");

@@ -42,7 +42,7 @@ pub const QUIC_LOSS_DETECTED: u32 = 1 << 26;
 pub const RETX_PACKET_THRESHOLD: u32 = 1 << 27;
 pub const RETX_TIME_THRESHOLD: u32 = 1 << 28;
 pub const RETX_PTO: u32 = 1 << 29;
-/// With a key log: this ACK acknowledges a QUIC packet whose STREAM data was already re-sent.
+/// With a key log: this ACK acknowledges a QUIC packet its sender had declared lost.
 pub const QUIC_SPURIOUS_ACK: u32 = 1 << 30;
 
 pub const ALL: [(u32, &str); 31] = [
