@@ -38,6 +38,10 @@ from .scenarios import QUIC_KEYLOG_SCENARIOS
 
 KEYLOG_EVAL_SCENARIOS = list(QUIC_KEYLOG_SCENARIOS.values())
 CAUSES = ("packet_threshold", "time_threshold", "pto")
+# Loss rows are scored apart for scenarios that reorder: there the client's ACKs often cover a
+# packet within a millisecond or two of the sender's time threshold, and whether the sender's loss
+# timer or that ACK came first depends on its clock, which the capture does not show.
+REORDERING = " under reordering"
 
 
 @dataclass
@@ -128,13 +132,19 @@ def evaluate(results: dict, work_dir: Path) -> KeylogEvaluation:
     def row(sig: str, unit: str, target=TARGET, note: str = "") -> Row:
         return rows.setdefault(sig, Row(sig, unit, target, note=note))
 
-    for sig in ("quic_packet_lost (s2c)", "quic_packet_lost (c2s)"):
-        row(sig, "lost 1-RTT packet")
-    for c in CAUSES:
-        row(f"quic_packet_lost cause={c} (s2c)", "lost 1-RTT packet")
+    client_note = ("the client's losses are replayed from the far side: its sends are seen half an RTT late, "
+                   "the server's ACKs half an RTT early, and an ACK lost after the capture still counts")
+    for where in ("", REORDERING):
+        row(f"quic_packet_lost (s2c){where}", "lost 1-RTT packet")
+        row(f"quic_packet_lost (c2s){where}", "lost 1-RTT packet", target=None, note=client_note)
+        for c in CAUSES:
+            row(f"quic_packet_lost cause={c} (s2c){where}", "lost 1-RTT packet",
+                target=None if c == "pto" else TARGET,
+                note=("a handful per run (a response's last packets all lost); the replay's PTO is proven "
+                      "exactly in tests/test_quic_keylog.py") if c == "pto" else "")
+        row(f"quic_spurious_retransmission (s2c){where}", "lost 1-RTT packet", target=TARGET if where else None)
     row("retransmission (s2c)", "1-RTT packet")
     row("retransmission (c2s)", "1-RTT packet", target=None, note="the client re-sends little (300 B requests)")
-    row("quic_spurious_retransmission (s2c)", "lost 1-RTT packet", target=None)
     row("out_of_order (c2s)", "1-RTT packet")
     warnings, truths = [], {}
     for name, res in results.items():
@@ -142,6 +152,7 @@ def evaluate(results: dict, work_dir: Path) -> KeylogEvaluation:
             warnings.append(f"{name}: did not run: {res!r}")
             continue
         ts = analyze(res, work_dir)
+        where = REORDERING if any(r.get("kind") == "reorder" for r in res.params.get("rules", [])) else ""
         flows = [f for f in ts["flows"] if f.get("protocol") == "quic"]
         by_ocid = {f["quic_ocid"]: f for f in flows if f.get("quic_ocid")}
         by_port = {f["client_port"]: f for f in flows}
@@ -157,14 +168,16 @@ def evaluate(results: dict, work_dir: Path) -> KeylogEvaluation:
         server = {t["common_fields"]["ODCID"]: t for t in _load_qlog(res.files.get("server_qlog"))}
         client = {int(t["title"].split()[-1].rsplit(":", 1)[1]): t for t in _load_qlog(res.files.get("client_qlog"))
                   if t.get("title")}
+        completed = {r["sport"] for r in res.client_records() if r["kind"] == "quic_attempt" and r.get("ok")}
         truths[name] = {}
         for ocid, tr in server.items():
             f = by_ocid.get(ocid)
             if f is None:
                 warnings.append(f"{name}: server trace {ocid}: no tailscope flow")
                 continue
-            if f.get("quic_keys") != "decrypted":
-                warnings.append(f"{name}: flow {f['flow_id']} quic_keys={f.get('quic_keys')}")
+            # The client logs its secrets once it has them: an attempt that timed out has none.
+            if f.get("quic_keys") != "decrypted" and f["client_port"] in completed:
+                warnings.append(f"{name}: flow {f['flow_id']} (handshake completed) quic_keys={f.get('quic_keys')}")
             s_sent, s_recv = sender_truth(tr)
             c_tr = client.get(f["client_port"])
             c_sent = sender_truth(c_tr)[0] if c_tr else SenderTruth()
@@ -173,16 +186,16 @@ def evaluate(results: dict, work_dir: Path) -> KeylogEvaluation:
             truths[name][f["flow_id"]] = (s_sent, c_sent, s_recv)
             fid = f["flow_id"]
             mask = 0xFFFFFFFF
-            _score(row("quic_packet_lost (s2c)", ""), name, fid, {p & mask for p in s_sent.lost},
+            _score(row(f"quic_packet_lost (s2c){where}", ""), name, fid, {p & mask for p in s_sent.lost},
                    got(fid, "quic_packet_lost", "s2c"))
-            _score(row("quic_packet_lost (c2s)", ""), name, fid, {p & mask for p in c_sent.lost},
+            _score(row(f"quic_packet_lost (c2s){where}", ""), name, fid, {p & mask for p in c_sent.lost},
                    got(fid, "quic_packet_lost", "c2s"))
             for c in CAUSES:
-                _score(row(f"quic_packet_lost cause={c} (s2c)", ""), name, fid,
+                _score(row(f"quic_packet_lost cause={c} (s2c){where}", ""), name, fid,
                        {p & mask for p, t in s_sent.lost.items() if t == c}, got(fid, "quic_packet_lost", "s2c", c))
             _score(row("retransmission (s2c)", ""), name, fid, s_sent.retx, got(fid, "retransmission", "s2c"))
             _score(row("retransmission (c2s)", ""), name, fid, c_sent.retx, got(fid, "retransmission", "c2s"))
-            _score(row("quic_spurious_retransmission (s2c)", ""), name, fid, s_sent.spurious,
+            _score(row(f"quic_spurious_retransmission (s2c){where}", ""), name, fid, s_sent.spurious,
                    got(fid, "quic_spurious_retransmission", "s2c"))
             _score(row("out_of_order (c2s)", ""), name, fid, s_recv.out_of_order, got(fid, "out_of_order", "c2s"))
     return KeylogEvaluation(list(rows.values()), warnings, truths)
