@@ -53,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sg.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration (repeatable)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress line and no per-file summary")
     p.add_argument("--json", action="store_true", help="print the run manifest as JSON instead of the summary")
+    p.add_argument("--keylog", action="append", default=[], type=Path, metavar="FILE", help="TLS key log (SSLKEYLOGFILE format): decrypt the QUIC connections it has secrets for and tag their loss, retransmissions and reordering (repeatable; the SSLKEYLOGFILE variable is not read)")
     g = p.add_argument_group("enrichment (flows and queries; docs/enrichment.md)")
     g.add_argument("--prefixes", action="append", default=[], type=Path, metavar="FILE.csv", help="IP-prefix table: prefix,carrier[,asn] (longest prefix wins; repeatable)")
     g.add_argument("--asn-db", type=Path, metavar="FILE.mmdb", help="MaxMind-format ASN/ISP database, for addresses no --prefixes row covers")
@@ -72,6 +73,10 @@ def run(args: argparse.Namespace) -> int:
         if value <= 0:
             print(f"tailscope analyze: error: {name} must be positive, got {value}", file=sys.stderr)
             return EXIT_USAGE
+    for k in args.keylog:
+        if not k.is_file():
+            print(f"tailscope analyze: error: --keylog {k}: not a readable file", file=sys.stderr)
+            return EXIT_USAGE
     if args.out.exists() and not args.out.is_dir():
         print(f"tailscope analyze: error: --out {args.out}: exists and is not a directory", file=sys.stderr)
         return EXIT_USAGE
@@ -89,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         udp_idle_timeout_s=args.udp_idle_timeout,
         max_flows=args.max_flows,
         checksums=not args.no_checksums,
+        keylogs=[str(k) for k in args.keylog],
         progress=not args.quiet and not args.json,
         incremental=args.incremental if args.incremental is not None else args.engine == "spark",
     )

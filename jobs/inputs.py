@@ -83,7 +83,7 @@ def _resolve_url(resolved: Resolved, name: str) -> None:
             found = [p for p in sorted(fs.glob(root)) if fs.isfile(p)]
             problem = "pattern matches no files"
         elif fs.isdir(root):
-            found = sorted(p for p in fs.find(root) if looks_like_capture(p.rsplit("/", 1)[-1]) and "/." not in p)
+            found = [p for p in storage.walk_files(fs, root) if looks_like_capture(p.rsplit("/", 1)[-1]) and "/." not in p]
             problem = "directory holds no capture files (*.pcap, *.pcapng, optionally .gz/.zst)"
         elif fs.isfile(root):
             found, problem = [root], ""

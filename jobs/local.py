@@ -43,6 +43,9 @@ class AnalyzeOptions:
     incremental: bool = False
     progress: bool = True
     enrichment: EnrichmentOptions | None = field(default_factory=EnrichmentOptions)
+    # SSLKEYLOGFILE paths: QUIC connections they hold secrets for are decrypted (explicit only:
+    # the SSLKEYLOGFILE environment variable is never read).
+    keylogs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -170,7 +173,7 @@ def _capture_id(p: _Planned, options: AnalyzeOptions) -> str:
 
 
 def _session(capture_id: str, options: AnalyzeOptions) -> "_native.Session":
-    return _native.Session(
+    session = _native.Session(
         capture_id,
         tcp_idle_timeout_s=options.tcp_idle_timeout_s,
         udp_idle_timeout_s=options.udp_idle_timeout_s,
@@ -178,6 +181,9 @@ def _session(capture_id: str, options: AnalyzeOptions) -> "_native.Session":
         max_flows=options.max_flows,
         batch_rows=options.batch_rows,
     )
+    for path in options.keylogs:
+        session.add_keylog(str(path))
+    return session
 
 
 def files_table(reports: list[FileReport], run_id: str) -> pa.RecordBatch:
@@ -275,6 +281,11 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
             t = session.totals()
             for k in SESSION_COUNTERS:
                 totals[k] += t[k]
+            counts = session.keylog_counts()
+            if counts is not None:
+                kl = totals.setdefault("quic_keylog", dict.fromkeys(counts, 0))
+                for k, v in counts.items():
+                    kl[k] = kl.get(k, 0) + v
             session = None
 
         for p in planned:
@@ -388,6 +399,7 @@ def _manifest(run_id, started, t0, inputs, options, reports, totals, rows, remov
             "queries_written_unsettled": totals["queries_written_unsettled"],
             "files_already_processed": len(already),
             "enrichment": totals.get("enrichment"),
+            "quic_keylog": totals.get("quic_keylog"),
             "rows": dict(rows),
         },
         "recovered_leftovers": removed,

@@ -140,7 +140,7 @@ def _fetch(url: str, dest, h) -> None:
             dest.write(chunk)
 
 
-def _decode_files(stats_dir: str, batch_rows: int, checksums: bool):
+def _decode_files(stats_dir: str, batch_rows: int, checksums: bool, fs_config: dict):
     """mapInArrow body: (file_no, path or URL) rows in, frames out; each file's accounting (and
     sha256: the driver reads no capture) staged as JSON — a retried attempt rewrites the same."""
 
@@ -150,6 +150,7 @@ def _decode_files(stats_dir: str, batch_rows: int, checksums: bool):
 
         from tailscope.jobs import storage
 
+        storage.apply_config(fs_config)
         loc = storage.location(stats_dir)
         for b in batches:
             for file_no, path in zip(b.column("file_no").to_pylist(), b.column("path").to_pylist()):
@@ -239,6 +240,8 @@ class _ReplayJob:
     captures: list[Capture]
     session_kwargs: dict
     enrichment: EnrichmentOptions | None
+    keylogs: list[str]
+    fs_config: dict
 
 
 def _native_frames(b: pa.RecordBatch) -> pa.RecordBatch:
@@ -281,6 +284,7 @@ def _replay_partitions(job: _ReplayJob):
 
         tc = TaskContext.get()
         tag = f"p{tc.partitionId():05d}a{tc.taskAttemptId()}n" if tc else "p0a0n"
+        storage.apply_config(job.fs_config)
         writer = StagedWriter(job.out, job.run_id, stage=storage.join(job.stage, "tasks", tag), tag=tag)
         enricher = open_enrichment(job.enrichment)
         for c in job.captures:
@@ -299,6 +303,11 @@ def _replay_partitions(job: _ReplayJob):
             t = replayer.totals()
             for k in SESSION_COUNTERS:
                 totals[k] += t[k]
+            counts = replayer.keylog_counts()
+            if counts is not None:
+                kl = totals.setdefault("quic_keylog", dict.fromkeys(counts, 0))
+                for k, v in counts.items():
+                    kl[k] = kl.get(k, 0) + v
 
         try:
             for b in batches:
@@ -308,6 +317,8 @@ def _replay_partitions(job: _ReplayJob):
                             end_capture()
                         capture_no, c = cno, job.captures[cno]
                         replayer = _native.Replayer(c.capture_id, c.files, c.horizon_ns, **job.session_kwargs)
+                        for k in job.keylogs:
+                            replayer.add_keylog(k)
                     for table, out in replayer.feed(_native_frames(b.slice(lo, hi - lo))):
                         emit(table, out)
             if replayer is not None:
@@ -326,7 +337,7 @@ def _replay_partitions(job: _ReplayJob):
     return run
 
 
-def _merge_enrichment(summaries: list[dict]) -> dict | None:
+def _merge_counts(summaries: list[dict]) -> dict | None:
     merged: dict = {}
     for s in summaries:
         for k, v in s.items():
@@ -391,7 +402,7 @@ def analyze(
             from pyspark import StorageLevel
 
             frames_df = files_df.mapInArrow(
-                _decode_files(stats_dir, options.batch_rows, options.checksums or options.incremental), _frames_spark_schema()
+                _decode_files(stats_dir, options.batch_rows, options.checksums or options.incremental, storage.config_snapshot()), _frames_spark_schema()
             ).persist(StorageLevel.DISK_ONLY)
             frames_df.count()  # decode every file once; the replay reads the persisted frames
             stats = {int(p.rsplit("/", 1)[-1][: -len(".json")]): json.loads(writer.loc.read_text(p))
@@ -465,6 +476,8 @@ def _replay(spark, spark_options, writer, frames_df, captures, file_map, options
             batch_rows=options.batch_rows,
         ),
         enrichment=options.enrichment,
+        keylogs=[str(k) for k in options.keylogs],
+        fs_config=storage.config_snapshot(),
     )
     schema = ", ".join(f"{n} string" for n in RESULT_COLUMNS)
     results = frames.mapInArrow(_replay_partitions(job), schema).collect()
@@ -472,7 +485,8 @@ def _replay(spark, spark_options, writer, frames_df, captures, file_map, options
     summaries = [json.loads(r["info"]) for r in results if r["kind"] == "totals"]
     totals = {
         **{k: sum(s[k] for s in summaries) for k in SESSION_COUNTERS},
-        "enrichment": _merge_enrichment([s["enrichment"] for s in summaries]),
+        "enrichment": _merge_counts([s["enrichment"] for s in summaries]),
+        "quic_keylog": _merge_counts([s["quic_keylog"] for s in summaries if s.get("quic_keylog")]),
         "rows": {},
     }
     for s in summaries:

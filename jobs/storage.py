@@ -26,12 +26,38 @@ def filesystem(url: str):
     return fsspec.core.url_to_fs(url)
 
 
+def config_snapshot() -> dict:
+    """The driver's fsspec configuration (FSSPEC_* variables and config files), to be applied
+    on executors, whose environment Spark started before (or elsewhere than) the driver's."""
+    import copy
+
+    import fsspec.config
+
+    return copy.deepcopy(dict(fsspec.config.conf))
+
+
+def apply_config(snapshot: dict) -> None:
+    import fsspec.config
+
+    for proto, options in snapshot.items():
+        fsspec.config.conf.setdefault(proto, {}).update(options)
+
+
 def protocol_of(url: str) -> str:
     return url.split("://", 1)[0]
 
 
 def join(base: str, *parts: str) -> str:
     return "/".join([str(base).rstrip("/"), *(p.strip("/") for p in parts if p)])
+
+
+def walk_files(fs, root: str) -> list[str]:
+    """Every object under a prefix, listed a level at a time (one delimited listing per
+    "directory": what every S3-compatible server answers alike, unlike a flat listing)."""
+    try:
+        return sorted(f"{d.rstrip('/')}/{name}" for d, _, files in fs.walk(root) for name in files)
+    except OSError:
+        return []
 
 
 class Local:
@@ -109,10 +135,13 @@ class Remote:
         self.fs.mv(self._p(src), self._p(dst))
 
     def rmtree(self, path: str) -> None:
-        try:
-            self.fs.rm(self._p(path), recursive=True)
-        except FileNotFoundError:
-            pass
+        # Best effort, as shutil.rmtree(ignore_errors=True) locally: what stays is staging
+        # that the next run's recovery removes, never data a reader counts.
+        for p in self.find(path):
+            try:
+                self.fs.rm_file(self._p(p))
+            except OSError:
+                pass
 
     def rm(self, path: str) -> None:
         self.fs.rm(self._p(path))
@@ -123,17 +152,17 @@ class Remote:
     def isdir(self, path: str) -> bool:
         return self.fs.isdir(self._p(path))
 
+    # A prefix with no objects is "not found" on S3 but an error on some S3-compatible servers
+    # (s3s-fs answers a HEAD of a directory with 500): either way there is nothing under it.
     def listdir(self, path: str) -> list[str]:
         try:
-            return [self._u(p) for p in self.fs.ls(self._p(path), detail=False)]
-        except FileNotFoundError:
+            found = self.fs.ls(self._p(path), detail=False, refresh=True)
+        except OSError:
             return []
+        return [self._u(p.rstrip("/")) for p in found if p.rstrip("/") != self._p(path).rstrip("/")]
 
     def find(self, path: str) -> list[str]:
-        try:
-            return [self._u(p) for p in self.fs.find(self._p(path))]
-        except FileNotFoundError:
-            return []
+        return [self._u(p) for p in walk_files(self.fs, self._p(path))]
 
     def read_text(self, path: str) -> str:
         return self.fs.cat_file(self._p(path)).decode()

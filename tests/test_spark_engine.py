@@ -191,3 +191,80 @@ def test_cli_engine_spark_help_and_errors(tmp_path):
                         "--engine", "spark", "--quiet"], capture_output=True, text=True,
                        env=dict(env, JAVA_HOME=str(tmp_path / "nojava"), PATH="/nonexistent"))
     assert r.returncode == 2 and "needs Java 17+" in r.stderr
+
+
+def test_quic_keylog_identical(spark, tmp_path):
+    pytest.importorskip("aioquic")
+    from tests.support import quicsim
+
+    sim = quicsim.run(tmp_path / "sim", requests=3, response_bytes=60_000, drop_s2c={20, 21, 35, 60}, drop_c2s={8, 15})
+    local = analyze([str(sim.pcap)], tmp_path / "local", AnalyzeOptions(progress=False, keylogs=[str(sim.keylog)]))
+    result = spark_engine.analyze([str(sim.pcap)], tmp_path / "spark",
+                                  AnalyzeOptions(progress=False, keylogs=[str(sim.keylog)]), SPARK)
+    assert_same_tables(tmp_path / "local", tmp_path / "spark")
+    assert result.manifest["totals"]["quic_keylog"] == local.manifest["totals"]["quic_keylog"] == \
+        {"decrypted": 1, "not_in_keylog": 0, "unsupported_cipher": 0}
+    events = [json.loads(r) for r in rows(tmp_path / "spark", "events")]
+    assert any(e["signature"] == "quic_packet_lost" for e in events), "no decrypted loss: the test proves nothing"
+
+
+def _s3_server(root: Path):
+    """s3s-fs (a real S3 server on a directory, scripts/install-agent-deps.sh) on loopback."""
+    import socket
+
+    from tests.agent_support.harness import s3s_fs_binary
+
+    binary = s3s_fs_binary()
+    if binary is None:
+        pytest.fail("s3s-fs not installed (scripts/install-agent-deps.sh installs it)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([binary, "--host", "127.0.0.1", "--port", str(port), "--access-key", "ts",
+                             "--secret-key", "ts-secret", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def test_landing_zone_and_dataset_on_s3(spark, tmp_path, monkeypatch):
+    """s3a:// in, s3:// out (the same bucket layout the edge agent ships to); the server keeps
+    objects as files, so the dataset it holds is compared with a local run directly."""
+    import shutil
+
+    root = tmp_path / "s3"
+    (root / "landing" / "site-a").mkdir(parents=True)
+    (root / "datasets").mkdir()
+    files = split_pcap(SAMPLES / "bufferbloat.pcap", root / "landing" / "site-a" / "rot", at_frame=300)
+    shutil.copy(SAMPLES / "clean.pcap", root / "landing" / "site-a" / "clean.pcap")
+    proc, endpoint = _s3_server(root)
+    try:
+        for proto in ("S3", "S3A"):
+            monkeypatch.setenv(f"FSSPEC_{proto}_ENDPOINT_URL", endpoint)
+            monkeypatch.setenv(f"FSSPEC_{proto}_KEY", "ts")
+            monkeypatch.setenv(f"FSSPEC_{proto}_SECRET", "ts-secret")
+        import fsspec.config
+
+        fsspec.config.set_conf_env(fsspec.config.conf)
+        first = spark_engine.analyze(["s3a://landing/site-a"], "s3://datasets/ds", AnalyzeOptions(progress=False, incremental=True), SPARK)
+        assert first.status == "ok", [(f.path, f.error) for f in first.files]
+        assert first.manifest["totals"]["files"] == 3
+        assert sorted(f.path for f in first.files) == ["s3a://landing/site-a/clean.pcap", "s3a://landing/site-a/rot/bufferbloat.pcap0",
+                                                       "s3a://landing/site-a/rot/bufferbloat.pcap1"]
+        again = spark_engine.analyze(["s3a://landing/site-a"], "s3://datasets/ds", AnalyzeOptions(progress=False, incremental=True), SPARK)
+        assert again.manifest["totals"]["files"] == 0 and len(again.manifest["already_processed"]) == 3
+    finally:
+        proc.kill()
+        proc.wait()
+    local_run([root / "landing" / "site-a"], tmp_path / "local")
+    # Same rows but for the file names, which say where each engine read them.
+    for table in ("packets", "flows", "events", "queries"):
+        a = [r.replace(str(root / "landing"), "s3a://landing") for r in rows(tmp_path / "local", table)]
+        assert sorted(a) == rows(root / "datasets" / "ds", table), table
+    # (the server keeps empty directories where objects were deleted: objects are what count)
+    assert not [p for p in (root / "datasets" / "ds").glob("_staging/**/*") if p.is_file()]
+    assert len(list((root / "datasets" / "ds" / "_runs").glob("*.json"))) == 2

@@ -151,6 +151,27 @@ pub(crate) fn session_config(
     })
 }
 
+pub(crate) fn add_keylog_to<'py>(py: Python<'py>, session: &mut Session, path: &std::path::Path) -> PyResult<Bound<'py, PyDict>> {
+    let st = session
+        .add_keylog_file(path)
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", path.display())))?;
+    let d = PyDict::new(py);
+    d.set_item("lines", st.lines)?;
+    d.set_item("secrets", st.secrets)?;
+    d.set_item("other_labels", st.other_labels)?;
+    d.set_item("malformed", st.malformed)?;
+    Ok(d)
+}
+
+pub(crate) fn keylog_counts_of<'py>(py: Python<'py>, session: &Session) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let Some(counts) = session.keylog_counts() else { return Ok(None) };
+    let d = PyDict::new(py);
+    for (k, v) in counts {
+        d.set_item(k, v)?;
+    }
+    Ok(Some(d))
+}
+
 #[pymethods]
 impl PySession {
     #[new]
@@ -247,6 +268,16 @@ impl PySession {
         })
         .map_err(InternalError::new_err)?;
         output_list(py, drained.into_tables())
+    }
+
+    /// Read an SSLKEYLOGFILE (call before the captures; repeatable). Returns its line counts.
+    fn add_keylog<'py>(&mut self, py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+        add_keylog_to(py, &mut self.inner, &path)
+    }
+
+    /// QUIC connections by what the key log did for them (None without a key log).
+    fn keylog_counts<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        keylog_counts_of(py, &self.inner)
     }
 
     fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

@@ -15,7 +15,7 @@ use pyo3::types::{PyDict, PyList};
 use tailscope_signatures::session::replay::{frame_schema, open_splitter, FrameSplitter, Replayer};
 use tailscope_signatures::session::Drained;
 
-use crate::{capture_error, guarded, output_list, panic_message, session_config, stats_dict, InternalError};
+use crate::{add_keylog_to, capture_error, guarded, keylog_counts_of, output_list, panic_message, session_config, stats_dict, InternalError};
 
 #[pyclass(name = "FrameSplitter", module = "tailscope._native")]
 pub(crate) struct PyFrameSplitter {
@@ -148,6 +148,15 @@ impl PyReplayer {
         let replayer = &mut self.inner;
         let drained = py.detach(|| guarded(&what, "ending its flows", || replayer.finish())).map_err(InternalError::new_err)?;
         drained_list(py, vec![drained])
+    }
+
+    /// Secrets of an SSLKEYLOGFILE for the QUIC connections replayed (as Session.add_keylog).
+    fn add_keylog<'py>(&mut self, py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+        add_keylog_to(py, &mut self.inner.session, &path)
+    }
+
+    fn keylog_counts<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        keylog_counts_of(py, &self.inner.session)
     }
 
     /// Flows started and evicted so far.

@@ -28,10 +28,12 @@ def batches(
     udp_idle_timeout_s: float = 120.0,
     max_flows: int = 1_000_000,
     batch_rows: int = 65_536,
+    keylogs: Iterable[str | Path] = (),
 ) -> Iterator[tuple[str, pa.RecordBatch]]:
     """Decode the files in the order given, as one capture (one flow table), yielding
     (table name, record batch). Raises CaptureFileError for a file that is not a capture; a file
-    damaged midway yields what came before the damage (see `file_stats` for the error)."""
+    damaged midway yields what came before the damage (see `file_stats` for the error).
+    `keylogs`: SSLKEYLOGFILE paths whose secrets decrypt QUIC connections (docs/signatures.md)."""
     session = _native.Session(
         capture_id,
         tcp_idle_timeout_s=tcp_idle_timeout_s,
@@ -39,6 +41,8 @@ def batches(
         max_flows=max_flows,
         batch_rows=batch_rows,
     )
+    for k in keylogs:
+        session.add_keylog(str(k))
     def tables_only(out):
         # query_flows serves enrichment, which this API does not do (jobs/enrich.py)
         return ((name, b) for name, b in out if name != "query_flows")

@@ -6,6 +6,8 @@ pub mod flow;
 pub mod pathology;
 pub mod queries;
 pub mod quic;
+pub mod quic_keyed;
+pub mod quic_recovery;
 pub mod rtt;
 pub mod session;
 pub mod tables;

@@ -29,6 +29,10 @@ impl Charges {
             None => self.add(sig, delay),
         }
     }
+    /// A charge from outside the TCP tracker (QUIC streams read with a key log).
+    pub fn add_charge(&mut self, sig: &'static str, delay: i64) {
+        self.add(sig, delay);
+    }
     fn add_server_loss(&mut self, sig: &'static str, delay: i64) {
         self.items.push((sig, delay));
         self.server_loss.push(true);

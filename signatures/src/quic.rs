@@ -67,6 +67,8 @@ pub struct QuicState {
     spin: [Spin; 2],
     pub spin_rtt: Samples,
     pub migrations: u32,
+    /// With a key log: Handshake and 1-RTT packets opened and analysed (crate::quic_keyed).
+    pub keyed: Option<Box<crate::quic_keyed::KeyedQuic>>,
 }
 
 impl QuicState {
@@ -98,6 +100,7 @@ impl QuicState {
                 }
                 PacketType::Handshake => {
                     self.handshake_packets[dir] += 1;
+                    mask |= self.keyed_packet(dir, ts_ns, p, short_len);
                     if dir == 0 {
                         self.client_handshake(ts_ns);
                     }
@@ -105,6 +108,7 @@ impl QuicState {
                 PacketType::ZeroRtt => self.zero_rtt_packets += 1,
                 PacketType::OneRtt => {
                     self.one_rtt_packets[dir] += 1;
+                    mask |= self.keyed_packet(dir, ts_ns, p, short_len);
                     if dir == 0 {
                         self.client_handshake(ts_ns);
                     }
@@ -189,6 +193,9 @@ impl QuicState {
             }
             self.last_hello_ns[dir] = Some(ts_ns);
         }
+        if let Some(k) = self.keyed.as_mut() {
+            k.on_initial(dir, ts_ns, p.version, &open);
+        }
         if dir == 0 {
             for (off, data) in open.crypto_data() {
                 self.client_crypto.insert(off, data);
@@ -205,6 +212,10 @@ impl QuicState {
             }
         }
         mask
+    }
+
+    fn keyed_packet(&mut self, dir: usize, ts_ns: i64, p: &quic::PacketHeader<'_>, short_len: usize) -> u32 {
+        self.keyed.as_mut().map_or(0, |k| k.on_packet(dir, ts_ns, p, short_len))
     }
 
     /// RFC 9312 §4.8.1 as a server-side capture sees it: the server's (last) Initial to the

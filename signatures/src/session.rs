@@ -16,6 +16,7 @@ use crate::tables::{
     QueryFlow,
 };
 use crate::quic;
+use crate::quic_keyed::{KeyedQuic, Keys, Outcome};
 use crate::tags;
 use crate::tcp::PacketIn;
 
@@ -133,6 +134,9 @@ pub struct Session {
     /// Queries written before their flow's verdicts (queries::MAX_HELD_QUERIES).
     pub queries_written_unsettled: u64,
     pub totals: FileStats,
+    /// A TLS key log (--keylog): QUIC flows it has secrets for are decrypted.
+    keys: Option<Keys>,
+    keyed_outcome: Option<Outcome>,
 }
 
 impl Session {
@@ -149,7 +153,29 @@ impl Session {
             capture_id: capture_id.to_string(),
             files: Vec::new(),
             totals: FileStats::default(),
+            keys: None,
+            keyed_outcome: None,
         }
+    }
+
+    /// Add a key log file's secrets (before the captures are fed); returns what it held.
+    pub fn add_keylog_file(&mut self, path: &Path) -> std::io::Result<tailscope_parsers::quic::KeyLogStats> {
+        let keys = self.keys.get_or_insert_with(Keys::default);
+        let log = std::sync::Arc::make_mut(&mut keys.log);
+        let before = log.stats;
+        log.add_file(path)?;
+        let after = log.stats;
+        Ok(tailscope_parsers::quic::KeyLogStats {
+            lines: after.lines - before.lines,
+            secrets: after.secrets - before.secrets,
+            other_labels: after.other_labels - before.other_labels,
+            malformed: after.malformed - before.malformed,
+        })
+    }
+
+    /// QUIC connections by what the key log did for them; `None` without a key log.
+    pub fn keylog_counts(&self) -> Option<[(&'static str, u64); 3]> {
+        self.keys.as_ref().map(|k| k.counters.snapshot())
     }
 
     /// Open a file; `label` is how rows name it (usually the path as given).
@@ -276,6 +302,11 @@ impl Session {
             row.sack_count = t.sack_count;
         }
         row.tags |= quic_tags;
+        let keyed = self.keyed_outcome.take();
+        if let Some(o) = &keyed {
+            row.rtt_ns = o.rtt_ns;
+            row.retx_delay_ns = o.retx_delay_ns;
+        }
         if let Some(an) = analysis {
             row.tags |= an.tags;
             row.rtt_ns = an.rtt_ns;
@@ -285,7 +316,11 @@ impl Session {
             }
         }
         if row.tags != 0 {
-            self.note_events(&row, row.tags, row.retx_delay_ns, p.tcp().map(|t| t.seq));
+            let pn = keyed.as_ref().and_then(|o| o.pn).map(|n| n as u32);
+            self.note_events(&row, row.tags, row.retx_delay_ns, p.tcp().map(|t| t.seq).or(pn));
+        }
+        for e in keyed.into_iter().flat_map(|o| o.events) {
+            self.events.push(EventRow { c2s: e.c2s, signature: e.signature, cause: e.cause, delay_ns: e.delay_ns, seq: Some(e.pn as u32), ..EventRow::of(&row) });
         }
         row
     }
@@ -317,11 +352,14 @@ impl Session {
         let f = self.tracker.flow_mut(a.slot);
         if p.proto == 17 {
             if f.quic.is_none() && f.dir[0].packets + f.dir[1].packets <= 2 && quic::looks_like_quic(p.payload) {
-                f.quic = Some(Box::default());
+                let mut q: Box<quic::QuicState> = Box::default();
+                q.keyed = self.keys.as_ref().map(|k| Box::new(KeyedQuic::new(k.clone())));
+                f.quic = Some(q);
             }
             let Some(q) = f.quic.as_mut() else { return mask };
             let known = (q.scid[0].len(), q.scid[1].len());
             mask |= q.observe(dir, p.ts_ns, p.payload);
+            self.keyed_outcome = q.keyed.as_mut().map(|k| k.take_outcome());
             if q.hello && !f.tls_checked {
                 f.tls_checked = true;
                 f.sni = q.sni.clone();

@@ -13,10 +13,11 @@ use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use crate::flow::Flow;
 use crate::tags;
 use crate::quic::QuicState;
+use crate::quic_keyed::{KeyStatus, KeyedQuic};
 use crate::tcp::TcpFlowStats;
 
 /// Bumped on every deliberate change of a table's columns or their meaning.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 fn ts_type() -> DataType {
     DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
@@ -113,6 +114,10 @@ pub fn flow_schema() -> SchemaRef {
     }
     fields.push(Field::new("quic_retry", DataType::Boolean, true));
     fields.push(Field::new("quic_version_negotiation", DataType::Boolean, true));
+    fields.push(Field::new("quic_keys", DataType::Utf8, true));
+    for (name, _) in KEYED_FLOW_COLUMNS {
+        fields.push(Field::new(*name, DataType::Int64, true));
+    }
     fields.push(Field::new("rtt_inflight_corr", DataType::Float64, true));
     fields.push(Field::new("policing_rate_bps", DataType::Float64, true));
     fields.push(Field::new(
@@ -256,6 +261,32 @@ fn tcp_values(f: &Flow) -> Option<[Option<i64>; 42]> {
     ])
 }
 
+/// QUIC flow columns with a key log (null without one, or when the log lacks the connection's
+/// secrets); values from the keyed analysis (crate::quic_keyed).
+type KeyedValue = fn(&KeyedQuic) -> Option<i64>;
+const KEYED_FLOW_COLUMNS: &[(&str, KeyedValue)] = &[
+    ("quic_decrypted_packets", |k| Some((k.stats.decrypted[0] + k.stats.decrypted[1]) as i64)),
+    ("quic_undecryptable_packets", |k| Some((k.stats.undecryptable[0] + k.stats.undecryptable[1]) as i64)),
+    ("c2s_quic_lost", |k| Some(k.stats.lost[0] as i64)),
+    ("s2c_quic_lost", |k| Some(k.stats.lost[1] as i64)),
+    ("quic_lost_packet_threshold", |k| Some(k.stats.lost_by[0] as i64)),
+    ("quic_lost_time_threshold", |k| Some(k.stats.lost_by[1] as i64)),
+    ("quic_lost_pto", |k| Some(k.stats.lost_by[2] as i64)),
+    ("c2s_quic_retx", |k| Some(k.stats.retx[0] as i64)),
+    ("s2c_quic_retx", |k| Some(k.stats.retx[1] as i64)),
+    ("quic_retx_spurious", |k| Some(k.stats.retx_spurious as i64)),
+    ("c2s_quic_out_of_order", |k| Some(k.stats.out_of_order[0] as i64)),
+    ("s2c_quic_out_of_order", |k| Some(k.stats.out_of_order[1] as i64)),
+    ("quic_rtt_samples", |k| Some(k.stats.rtt.count() as i64)),
+    ("quic_rtt_min_ns", |k| k.stats.rtt.min),
+    ("quic_rtt_p50_ns", |k| k.stats.rtt.percentile(50.0)),
+    ("quic_key_updates", |k| Some(i64::from(k.key_updates()))),
+];
+
+fn keyed_of(f: &Flow) -> Option<&KeyedQuic> {
+    f.quic.as_deref()?.keyed.as_deref().filter(|k| k.status == KeyStatus::Decrypting)
+}
+
 fn quic_of(f: &Flow) -> Option<&QuicState> {
     f.quic.as_deref()
 }
@@ -278,6 +309,19 @@ fn flow_signatures(f: &Flow) -> Vec<&'static str> {
         }
         if q.migrations > 0 {
             out.push("quic_migration");
+        }
+        if let Some(k) = keyed_of(f) {
+            let s = &k.stats;
+            for (hit, name) in [
+                (s.lost[0] + s.lost[1] > 0, "quic_loss"),
+                (s.lost_by[2] > 0, "quic_pto"),
+                (s.retx_spurious > 0, "quic_spurious_retransmission"),
+                (s.out_of_order[0] + s.out_of_order[1] > 0, "quic_reordering"),
+            ] {
+                if hit {
+                    out.push(name);
+                }
+            }
         }
         return out;
     }
@@ -318,6 +362,24 @@ pub struct EventRow {
     pub delay_ns: Option<i64>,
     pub seq: Option<u32>,
     pub len: u32,
+}
+
+impl EventRow {
+    /// An event on this packet's row (signature and details to be filled in).
+    pub fn of(row: &PacketRow) -> EventRow {
+        EventRow {
+            file_index: row.file_index,
+            frame: row.frame,
+            ts_ns: row.ts_ns,
+            flow_id: row.flow_id,
+            c2s: row.c2s,
+            signature: "",
+            cause: None,
+            delay_ns: None,
+            seq: None,
+            len: row.payload_len,
+        }
+    }
 }
 
 pub fn event_schema() -> SchemaRef {
@@ -483,6 +545,12 @@ pub fn flows_batch(flows: &[Flow], capture_id: &str, files: &[String], cid_seed:
     columns.push(qi(&|q| Some(i64::from(q.migrations))));
     columns.push(Arc::new(BooleanArray::from_iter(flows.iter().map(|f| quic_of(f).map(|q| q.retry)))));
     columns.push(Arc::new(BooleanArray::from_iter(flows.iter().map(|f| quic_of(f).map(|q| q.version_negotiation)))));
+    columns.push(Arc::new(StringArray::from_iter(
+        flows.iter().map(|f| quic_of(f).and_then(|q| q.keyed.as_deref()).map(|k| k.status.name())),
+    )));
+    for (_, value) in KEYED_FLOW_COLUMNS {
+        columns.push(Arc::new(Int64Array::from_iter(flows.iter().map(|f| keyed_of(f).and_then(value)))));
+    }
     columns.push(Arc::new(Float64Array::from_iter(flows.iter().map(|f| f.tcp.as_ref().and_then(|t| t.verdicts.rtt_inflight_corr)))));
     columns.push(Arc::new(Float64Array::from_iter(flows.iter().map(|f| f.tcp.as_ref().and_then(|t| t.verdicts.policing_rate_bps)))));
     columns.push(string_lists(flows.iter().map(flow_signatures)));
@@ -559,7 +627,10 @@ pub fn query_flows_batch(flows: &[QueryFlow], capture_id: &str) -> RecordBatch {
 pub fn queries_of_flows(flows: &[Flow]) -> impl Iterator<Item = (i64, &crate::queries::Query)> {
     flows
         .iter()
-        .filter_map(|f| f.tcp.as_ref().map(|t| (f.flow_id, &t.queries.done)))
+        .filter_map(|f| {
+            let done = f.tcp.as_ref().map(|t| &t.queries.done).or(keyed_of(f).map(|k| &k.queries))?;
+            Some((f.flow_id, done))
+        })
         .flat_map(|(id, done)| done.iter().map(move |q| (id, q)))
 }
 

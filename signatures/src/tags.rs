@@ -34,8 +34,18 @@ pub const REORDERED: u32 = 1 << 23;
 pub const QUIC_INITIAL_RETRANSMISSION: u32 = 1 << 24;
 /// A QUIC packet on a new path of a known connection (NAT rebinding or migration).
 pub const QUIC_MIGRATION: u32 = 1 << 25;
+/// With a key log: this packet (an ACK reaching its sender, or a send after the sender's loss
+/// timer or probe timeout) made a QUIC sender declare earlier packets lost (RFC 9002).
+pub const QUIC_LOSS_DETECTED: u32 = 1 << 26;
+/// QUIC retransmission causes (with a key log; `retransmission` is set too): the re-sent STREAM
+/// data's packet was lost by packet threshold, by time threshold, or the re-send is a PTO probe.
+pub const RETX_PACKET_THRESHOLD: u32 = 1 << 27;
+pub const RETX_TIME_THRESHOLD: u32 = 1 << 28;
+pub const RETX_PTO: u32 = 1 << 29;
+/// With a key log: this ACK acknowledges a QUIC packet its sender had declared lost.
+pub const QUIC_SPURIOUS_ACK: u32 = 1 << 30;
 
-pub const ALL: [(u32, &str); 26] = [
+pub const ALL: [(u32, &str); 31] = [
     (RETRANSMISSION, "retransmission"),
     (FAST_RETRANSMISSION, "fast_retransmission"),
     (SPURIOUS_RETRANSMISSION, "spurious_retransmission"),
@@ -62,6 +72,11 @@ pub const ALL: [(u32, &str); 26] = [
     (REORDERED, "reordered"),
     (QUIC_INITIAL_RETRANSMISSION, "quic_initial_retransmission"),
     (QUIC_MIGRATION, "quic_migration"),
+    (QUIC_LOSS_DETECTED, "quic_loss_detected"),
+    (RETX_PACKET_THRESHOLD, "retx_packet_threshold"),
+    (RETX_TIME_THRESHOLD, "retx_time_threshold"),
+    (RETX_PTO, "retx_pto"),
+    (QUIC_SPURIOUS_ACK, "quic_spurious_ack"),
 ];
 
 pub fn names(mask: u32) -> impl Iterator<Item = &'static str> {
@@ -76,6 +91,9 @@ pub fn cause_name(mask: u32) -> Option<&'static str> {
         (RETX_TLP, "tlp"),
         (RETX_SPURIOUS, "spurious"),
         (RETX_NETWORK_DUPLICATE, "network_duplicate"),
+        (RETX_PACKET_THRESHOLD, "packet_threshold"),
+        (RETX_TIME_THRESHOLD, "time_threshold"),
+        (RETX_PTO, "pto"),
         (RETX_UNKNOWN, "unknown"),
     ]
     .iter()

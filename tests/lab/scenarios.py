@@ -282,9 +282,39 @@ _QUIC = [
 ]
 QUIC_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _QUIC}
 
+# QUIC with a key log (tests/lab/quic_keylog_eval.py): every QUIC run writes the client's
+# SSLKEYLOGFILE and both endpoints' qlogs; these put the loss and reordering on 1-RTT data, with
+# responses large enough for several packets in flight, and a handshake timeout long enough that
+# a lost handshake packet does not end the attempt.
+_QUIC_KEYLOG = [
+    Scenario(
+        "quic_keylog_loss", "3% random loss both ways (seeded) on eight QUIC sessions with 300 kB responses, "
+                            "40 ms RTT: the server's and the client's 1-RTT packets are lost after and before "
+                            "the capture point; recovery by packet threshold, time threshold and PTO.",
+        sessions((8, "quic_only", 300000), gap_s=0.1, handshake_timeout_s=3.0), app="quic", port=443,
+        intends=("quic_packet_lost", "retransmission"),
+        loss={"model": "bernoulli", "p": 0.03, "dir": "both"}, seed=5, deadline_s=40.0),
+    Scenario(
+        "quic_keylog_tail", "Gilbert-Elliott bursts (p 5%, r 50%) server to client on twenty sessions with 6 kB "
+                            "responses (five packets): a burst that takes a response's last packets leaves nothing "
+                            "after them to trigger the threshold rules, so the server's probe timeout recovers them.",
+        sessions((20, "quic_only", 6000), gap_s=0.05, handshake_timeout_s=3.0), app="quic", port=443,
+        intends=("quic_packet_lost", "pto"),
+        loss={"model": "gilbert", "p": 0.05, "r": 0.5, "h": 1.0, "k": 0.0, "dir": "s2c"}, seed=7, deadline_s=40.0),
+    Scenario(
+        "quic_keylog_reordering", "No loss. Every 7th client datagram held back by 2 datagrams (reordered before "
+                                  "the capture point) and every 5th server datagram held 5 ms, on six sessions "
+                                  "with 200 kB responses (the client sends an ACK every other packet).",
+        sessions((6, "quic_only", 200000), gap_s=0.1, handshake_timeout_s=3.0), app="quic", port=443,
+        intends=("out_of_order",),
+        rules=({"kind": "reorder", "dir": "c2s", "every": 7, "by_packets": 2, "proto": "udp"},
+               {"kind": "reorder", "dir": "s2c", "every": 5, "by_ms": 5, "proto": "udp"})),
+]
+QUIC_KEYLOG_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _QUIC_KEYLOG}
+
 
 def get(name: str, **overrides) -> Scenario:
-    sc = SCENARIOS.get(name) or QUIC_SCENARIOS.get(name)
+    sc = SCENARIOS.get(name) or QUIC_SCENARIOS.get(name) or QUIC_KEYLOG_SCENARIOS.get(name)
     if sc is None:
         raise KeyError(f"unknown scenario {name!r}; known: {', '.join([*SCENARIOS, *QUIC_SCENARIOS])}")
     return sc.replace(**overrides) if overrides else sc

@@ -98,36 +98,7 @@ fn ietf_frame(r: &mut Reader<'_>, s: &mut FrameSummary) -> Option<bool> {
             }
         }
         0x01 => s.ping = true,
-        0x02 | 0x03 => {
-            let largest = r.varint()?;
-            let delay = r.varint()?;
-            let count = r.varint()?;
-            let first = r.varint()?;
-            let mut smallest = largest.checked_sub(first)?;
-            let mut ranges = vec![(smallest, largest)];
-            let mut i = 0u64;
-            while i < count {
-                let gap = r.varint()?;
-                let len = r.varint()?;
-                let hi = smallest.checked_sub(gap)?.checked_sub(2)?;
-                smallest = hi.checked_sub(len)?;
-                if ranges.len() < MAX_ACK_RANGES {
-                    ranges.push((smallest, hi));
-                }
-                i += 1;
-            }
-            let ecn = if ty == 0x03 {
-                Some((r.varint()?, r.varint()?, r.varint()?))
-            } else {
-                None
-            };
-            s.acks.push(AckFrame {
-                largest,
-                delay,
-                ranges,
-                ecn,
-            });
-        }
+        0x02 | 0x03 => s.acks.push(ack_frame(r, ty == 0x03)?),
         0x06 => {
             let offset = r.varint()?;
             let len = r.varint()?;
@@ -158,6 +129,29 @@ fn ietf_frame(r: &mut Reader<'_>, s: &mut FrameSummary) -> Option<bool> {
         }
     }
     Some(true)
+}
+
+/// The body of an ACK (or, `ecn`, ACK_ECN) frame, after its type.
+pub(crate) fn ack_frame(r: &mut Reader<'_>, ecn: bool) -> Option<AckFrame> {
+    let largest = r.varint()?;
+    let delay = r.varint()?;
+    let count = r.varint()?;
+    let first = r.varint()?;
+    let mut smallest = largest.checked_sub(first)?;
+    let mut ranges = vec![(smallest, largest)];
+    let mut i = 0u64;
+    while i < count {
+        let gap = r.varint()?;
+        let len = r.varint()?;
+        let hi = smallest.checked_sub(gap)?.checked_sub(2)?;
+        smallest = hi.checked_sub(len)?;
+        if ranges.len() < MAX_ACK_RANGES {
+            ranges.push((smallest, hi));
+        }
+        i += 1;
+    }
+    let ecn = if ecn { Some((r.varint()?, r.varint()?, r.varint()?)) } else { None };
+    Some(AckFrame { largest, delay, ranges, ecn })
 }
 
 /// Google QUIC (Q050, T050, T051) Initial frames: padding and CRYPTO are all we read.

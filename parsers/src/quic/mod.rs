@@ -127,13 +127,33 @@
 //! let hello = quic::parse_client_hello(stream.contiguous());
 //! ```
 //!
-//! Not covered: 0-RTT, Handshake and 1-RTT decryption (they need the TLS secrets: a key log),
-//! ChaCha20 header protection (RFC 9001 A.5; only 1-RTT can use it), and Google QUIC's own
+//! **With a key log** ([`keylog`], [`protection`], [`keyed`], [`app_frames`]): an
+//! SSLKEYLOGFILE's TLS 1.3 traffic secrets by ClientHello random ([`ClientHello::random`]);
+//! the cipher suite from the server's ServerHello ([`parse_server_hello`], in its Initial
+//! CRYPTO stream); [`KeyedDecryptor`] opens Handshake and 1-RTT packets with AES-128-GCM,
+//! AES-256-GCM or ChaCha20-Poly1305 (v1 and v2 labels), recovers full packet numbers, follows
+//! key updates, and parses every frame ([`parse_app_frames`]: ACK ranges and delay, STREAM
+//! ranges, CRYPTO, ack-eliciting or not).
+//!
+//! ```text
+//! let mut log = KeyLog::new(); log.add_file(path)?;
+//! let secrets = log.get(&client_hello.random)?;
+//! let suite = CipherSuite::from_tls(parse_server_hello(server_crypto)?.cipher_suite)?;
+//! let mut dec = KeyedDecryptor::new(version, suite, secrets)?;
+//! dec.open_short(packet_bytes, dcid_len, from_client) -> Result<OpenedPacket, QuicError>
+//! dec.open_handshake(packet_bytes, from_client)       -> Result<OpenedPacket, QuicError>
+//! ```
+//!
+//! Not covered: 0-RTT (it needs CLIENT_EARLY_TRAFFIC_SECRET, not read), and Google QUIC's own
 //! handshake (the gQUIC CHLO of Q046/Q050 is not parsed: no SNI for those versions).
 
+pub mod app_frames;
 pub mod frames;
 pub mod header;
 pub mod initial;
+pub mod keyed;
+pub mod keylog;
+pub mod protection;
 pub mod tls;
 pub mod version;
 
@@ -146,7 +166,11 @@ pub use initial::{
     initial_secrets, packet_key_material, verify_retry, DecryptedInitial, InitialDecryptor,
     InitialSecrets, KeyMaterial, RetryCheck,
 };
-pub use tls::{handshake_messages, parse_client_hello, ClientHello, HandshakeMessage};
+pub use app_frames::{parse_app_frames, AppFrames, StreamRange};
+pub use keyed::{KeyedDecryptor, OpenedPacket, Space};
+pub use keylog::{ConnectionSecrets, KeyLog, KeyLogStats};
+pub use protection::{CipherSuite, DirectionKeys};
+pub use tls::{handshake_messages, parse_client_hello, parse_server_hello, ClientHello, HandshakeMessage, ServerHello};
 pub use version::Version;
 
 /// Largest connection ID that QUIC v1, v2 and drafts 22+ allow (RFC 9000 §17.2).

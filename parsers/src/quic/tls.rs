@@ -20,6 +20,8 @@ pub struct ClientHello {
     pub alpn: Vec<String>,
     /// legacy_version (0x0303 for TLS 1.3).
     pub legacy_version: u16,
+    /// The 32-byte random: what a key log (SSLKEYLOGFILE) names the connection by.
+    pub random: [u8; 32],
     pub cipher_suites: Vec<u16>,
     /// Extension types in the order sent.
     pub extensions: Vec<u16>,
@@ -89,7 +91,7 @@ pub fn parse_client_hello(buf: &[u8]) -> Option<ClientHello> {
         ..ClientHello::default()
     };
     ch.legacy_version = r.u16()?;
-    r.bytes(32usize)?; // random
+    ch.random.copy_from_slice(r.bytes(32usize)?);
     r.vec8()?; // legacy_session_id
     let suites = r.vec16()?;
     if suites.len() % 2 != 0 {
@@ -126,6 +128,39 @@ pub fn parse_client_hello(buf: &[u8]) -> Option<ClientHello> {
         }
     }
     Some(ch)
+}
+
+const HANDSHAKE_SERVER_HELLO: u8 = 2;
+
+/// The random of a HelloRetryRequest (RFC 8446 §4.1.3): a ServerHello that asks for another
+/// ClientHello and chooses nothing yet.
+const HELLO_RETRY_REQUEST_RANDOM: [u8; 32] = [
+    0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
+    0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+];
+
+/// What a ServerHello says that packet protection needs: the cipher suite chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerHello {
+    pub cipher_suite: u16,
+    /// A HelloRetryRequest: a second ClientHello (and ServerHello) follows.
+    pub hello_retry_request: bool,
+}
+
+/// Parse the ServerHello at the start of `buf` (handshake message type 2); `None` if it is not
+/// one or is cut before its cipher suite.
+pub fn parse_server_hello(buf: &[u8]) -> Option<ServerHello> {
+    let mut r = Reader::new(buf);
+    (r.u8()? == HANDSHAKE_SERVER_HELLO).then_some(())?;
+    r.u24()?;
+    r.u16()?; // legacy_version
+    let random = r.bytes(32usize)?;
+    r.vec8()?; // legacy_session_id_echo
+    let cipher_suite = r.u16()?;
+    Some(ServerHello {
+        cipher_suite,
+        hello_retry_request: random == HELLO_RETRY_REQUEST_RANDOM,
+    })
 }
 
 fn server_name(data: &[u8]) -> Option<String> {
@@ -189,6 +224,7 @@ mod tests {
         assert_eq!(ch.sni.as_deref(), Some("example.com"));
         assert_eq!(ch.alpn, vec!["alpn".to_string()]);
         assert_eq!(ch.cipher_suites, vec![0x1301, 0x1302]);
+        assert_eq!(ch.random[..4], [0xeb, 0xf8, 0xfa, 0x56]);
         assert_eq!(ch.supported_versions, vec![0x0304]);
         assert!(ch.quic_transport_parameters);
         assert!(!ch.truncated);
@@ -230,6 +266,23 @@ mod tests {
         assert_eq!(msgs.len(), 2);
         assert!(!msgs[1].complete);
         assert_eq!(handshake_messages(&[1, 0]).count(), 0);
+    }
+
+    #[test]
+    fn rfc9001_server_hello() {
+        // The ServerHello inside RFC 9001 A.3's CRYPTO frame.
+        let sh = hex(
+            "020000560303eefce7f7b37ba1d1632e96677825ddf73988cfc79825df566dc5430b9a045a12001301
+             00
+             002e00330024001d00209d3c940d89690b84d08a60993c144eca684d1081287c834d5311bcf32bb9da1a002b00020304",
+        );
+        let hello = parse_server_hello(&sh).unwrap();
+        assert_eq!(hello.cipher_suite, 0x1301);
+        assert!(!hello.hello_retry_request);
+        assert!(parse_server_hello(&sh[..40]).is_none());
+        let mut hrr = sh.clone();
+        hrr[6..38].copy_from_slice(&HELLO_RETRY_REQUEST_RANDOM);
+        assert!(parse_server_hello(&hrr).unwrap().hello_retry_request);
     }
 
     #[test]
