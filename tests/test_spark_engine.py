@@ -239,7 +239,7 @@ def test_landing_zone_and_dataset_on_s3(spark, tmp_path, monkeypatch):
     root = tmp_path / "s3"
     (root / "landing" / "site-a").mkdir(parents=True)
     (root / "datasets").mkdir()
-    files = split_pcap(SAMPLES / "bufferbloat.pcap", root / "landing" / "site-a" / "rot", at_frame=300)
+    split_pcap(SAMPLES / "bufferbloat.pcap", root / "landing" / "site-a" / "rot", at_frame=300)
     shutil.copy(SAMPLES / "clean.pcap", root / "landing" / "site-a" / "clean.pcap")
     proc, endpoint = _s3_server(root)
     try:
