@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{ListBuilder, StringBuilder, StructBuilder, UInt32Builder};
+use arrow_array::builder::{ListBuilder, StringBuilder, StructBuilder};
 use arrow_array::types::{Int64Type, UInt16Type, UInt32Type};
 use arrow_array::{
     ArrayRef, ArrowPrimitiveType, BooleanArray, Float64Array, Int64Array, ListArray, PrimitiveArray, RecordBatch,
@@ -419,24 +419,21 @@ fn tag_name_lists(rows: &[PacketRow]) -> ArrayRef {
     Arc::new(ListArray::new(item, lists, Arc::new(names), None))
 }
 
+/// The SACK blocks of every row: null for a packet that is not TCP.
+fn sack_lists(rows: &[PacketRow]) -> ArrayRef {
+    let blocks = || rows.iter().flat_map(|r| &r.sack[..if r.is_tcp { usize::from(r.sack_count) } else { 0 }]);
+    let left: UInt32Array = blocks().map(|b| b.0).collect::<Vec<u32>>().into();
+    let right: UInt32Array = blocks().map(|b| b.1).collect::<Vec<u32>>().into();
+    let items = arrow_array::StructArray::new(sack_fields(), vec![Arc::new(left) as ArrayRef, Arc::new(right)], None);
+    let lists = OffsetBuffer::<i32>::from_lengths(rows.iter().map(|r| if r.is_tcp { usize::from(r.sack_count) } else { 0 }));
+    let valid = BooleanBuffer::collect_bool(rows.len(), |i| rows[i].is_tcp);
+    let nulls = (valid.count_set_bits() < rows.len()).then(|| NullBuffer::new(valid));
+    let item = Arc::new(Field::new("item", DataType::Struct(sack_fields()), false));
+    Arc::new(ListArray::new(item, lists, Arc::new(items), nulls))
+}
+
 pub fn packets_batch(rows: &[PacketRow], capture_id: &str, files: &[String]) -> RecordBatch {
     let n = rows.len();
-    let mut sack = ListBuilder::new(StructBuilder::from_fields(sack_fields(), n))
-        .with_field(Arc::new(Field::new("item", DataType::Struct(sack_fields()), false)));
-    for r in rows {
-        if !r.is_tcp {
-            sack.append(false);
-            continue;
-        }
-        let blocks = &r.sack[..usize::from(r.sack_count)];
-        let values = sack.values();
-        for &(left, right) in blocks {
-            values.field_builder::<UInt32Builder>(0).unwrap().append_value(left);
-            values.field_builder::<UInt32Builder>(1).unwrap().append_value(right);
-            values.append(true);
-        }
-        sack.append(true);
-    }
     let capture_id = StringArray::new(
         OffsetBuffer::<i32>::from_lengths(std::iter::repeat_n(capture_id.len(), n)),
         Buffer::from_vec(capture_id.as_bytes().repeat(n)),
@@ -460,7 +457,7 @@ pub fn packets_batch(rows: &[PacketRow], capture_id: &str, files: &[String]) -> 
         Arc::new(BooleanArray::from_iter(rows.iter().map(|r| r.window_scaled))),
         Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.ts.map(|t| t.0))),
         Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.ts.map(|t| t.1))),
-        Arc::new(sack.finish()),
+        sack_lists(rows),
         Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.ip_id)),
         Arc::new(UInt8Array::from_iter_values(rows.iter().map(|r| r.ttl))),
         Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.wire_len))),
@@ -676,6 +673,7 @@ pub fn queries_batch<'a>(rows: impl Iterator<Item = (i64, &'a crate::queries::Qu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow_array::builder::UInt32Builder;
     use arrow_array::Array;
 
     /// The packet batch as Arrow's generic builders make it: what the hand-filled columns of
@@ -703,6 +701,24 @@ mod tests {
             lists(rows.iter().map(|r| tags::names(r.tags).collect()).collect()),
             Arc::new(StringArray::from_iter(rows.iter().map(|r| tags::cause_name(r.tags)))),
             Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.rtt_ns))),
+            {
+                let mut sack = ListBuilder::new(StructBuilder::from_fields(sack_fields(), rows.len()))
+                    .with_field(Arc::new(Field::new("item", DataType::Struct(sack_fields()), false)));
+                for r in rows {
+                    if !r.is_tcp {
+                        sack.append(false);
+                        continue;
+                    }
+                    for &(left, right) in &r.sack[..usize::from(r.sack_count)] {
+                        let values = sack.values();
+                        values.field_builder::<UInt32Builder>(0).unwrap().append_value(left);
+                        values.field_builder::<UInt32Builder>(1).unwrap().append_value(right);
+                        values.append(true);
+                    }
+                    sack.append(true);
+                }
+                Arc::new(sack.finish())
+            },
         ]
     }
 
@@ -728,6 +744,9 @@ mod tests {
                     _ => tags::RETRANSMISSION | tags::RETX_SPURIOUS,
                 },
                 rtt_ns: (i % 9 == 0).then_some(i64::from(i) * 1000),
+                is_tcp: i % 13 != 5,
+                sack: [(i, i + 10), (i + 20, i + 30), (i + 40, i + 50), (i + 60, i + 70)],
+                sack_count: (i % 5) as u8,
                 ..PacketRow::default()
             })
             .collect();
@@ -735,7 +754,7 @@ mod tests {
             let batch = packets_batch(rows, "cap", &files);
             let names = [
                 "capture_id", "file", "direction", "seq", "rel_ack", "flags", "tsecr", "encap", "tag_names", "retx_cause",
-                "rtt_ns",
+                "rtt_ns", "sack",
             ];
             for (name, want) in names.iter().zip(reference(rows, "cap", &files)) {
                 let got = batch.column_by_name(name).unwrap();
