@@ -432,7 +432,20 @@ fn sack_lists(rows: &[PacketRow]) -> ArrayRef {
     Arc::new(ListArray::new(item, lists, Arc::new(items), nulls))
 }
 
+/// Rows per chunk when building a packet batch: the chunk's rows (~120 bytes each) stay in the
+/// L2 cache across the ~27 column passes. Built whole, a 64k-row batch (~8 MB of rows) was read
+/// from memory once per column, which cost more time than the instructions suggest.
+const PACKET_CHUNK_ROWS: usize = 4096;
+
 pub fn packets_batch(rows: &[PacketRow], capture_id: &str, files: &[String]) -> RecordBatch {
+    if rows.len() <= PACKET_CHUNK_ROWS {
+        return packets_chunk(rows, capture_id, files);
+    }
+    let parts: Vec<RecordBatch> = rows.chunks(PACKET_CHUNK_ROWS).map(|c| packets_chunk(c, capture_id, files)).collect();
+    arrow_select::concat::concat_batches(&packet_schema(), &parts).expect("packet chunks share the schema")
+}
+
+fn packets_chunk(rows: &[PacketRow], capture_id: &str, files: &[String]) -> RecordBatch {
     let n = rows.len();
     let capture_id = StringArray::new(
         OffsetBuffer::<i32>::from_lengths(std::iter::repeat_n(capture_id.len(), n)),
