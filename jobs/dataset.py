@@ -172,7 +172,7 @@ class StagedWriter:
             return
         # Partition by UTC day from integer nanoseconds: formatting a date string per row costs
         # more than the whole decode (a locale per value). Most batches hold a single day, which
-        # the batch's first and last instants show without a day computed for every row.
+        # the batch's earliest and latest instants show without a day computed for every row.
         ts = batch.column(ts_col)
         lo, hi = (v.as_py() for v in pc.min_max(ts.cast(pa.int64())).values())
         if lo is not None and lo // NS_PER_DAY == hi // NS_PER_DAY:
