@@ -64,6 +64,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _skip_pyarrow_pandas_probe() -> None:
+    """pyarrow imports pandas the first time it turns a Python object into an array or a
+    scalar, only to ask whether the object is a pandas one (its Cython shim, and the C++ type
+    inference for pandas' null values). That import costs as much as importing pyarrow (about
+    620 M instructions and 37 MiB of RSS, benchmarks/README.md), and the local engine never
+    hands pyarrow a pandas object. Make those one-time probes find no pandas; pyarrow still
+    imports it when something asks for pandas itself (to_pandas, from_pandas)."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    class NoPandas:
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name == "pandas":
+                raise ModuleNotFoundError("not needed by the local engine", name=name)
+            return None
+
+    sys.meta_path.insert(0, NoPandas)
+    try:
+        pa.array([], pa.null())
+        pa.scalar("")
+    finally:
+        sys.meta_path.remove(NoPandas)
+
+
 def run(args: argparse.Namespace) -> int:
     from tailscope.jobs.enrich import EnrichmentError, EnrichmentOptions
     from tailscope.jobs.local import AnalyzeOptions, analyze
@@ -118,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
             spark_options = spark_engine.SparkOptions(master=args.spark_master, partitions=args.partitions, conf=conf)
             result = spark_engine.analyze(args.inputs, args.out, options, spark_options, argv=sys.argv[1:])
         else:
+            _skip_pyarrow_pandas_probe()
             result = analyze(args.inputs, args.out, options, argv=sys.argv[1:])
     except (EnrichmentError, LedgerError, SparkUnavailable) as exc:
         print(f"tailscope analyze: error: {exc}", file=sys.stderr)

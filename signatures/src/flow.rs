@@ -13,6 +13,8 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+
+use ahash::RandomState;
 use std::net::IpAddr;
 
 use tailscope_parsers::decode::{Packet, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
@@ -253,9 +255,9 @@ pub struct FlowTracker {
     capture_id: String,
     slots: Vec<Option<Flow>>,
     free: Vec<usize>,
-    index: HashMap<FlowKey, usize>,
+    index: HashMap<FlowKey, usize, RandomState>,
     /// QUIC connection IDs of live flows, and the lengths in use (short headers do not say).
-    cid_index: HashMap<Vec<u8>, usize>,
+    cid_index: HashMap<Vec<u8>, usize, RandomState>,
     cid_lens: Vec<usize>,
     pub migrations: u64,
     /// Lazy expiry queue: (deadline, slot, generation). Stale entries are skipped on pop.
@@ -275,8 +277,8 @@ impl FlowTracker {
             capture_id: capture_id.to_string(),
             slots: Vec::new(),
             free: Vec::new(),
-            index: HashMap::new(),
-            cid_index: HashMap::new(),
+            index: HashMap::default(),
+            cid_index: HashMap::default(),
             cid_lens: Vec::new(),
             migrations: 0,
             expiry: BinaryHeap::new(),

@@ -3,11 +3,13 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{ListBuilder, StringBuilder, StructBuilder, UInt32Builder};
+use arrow_array::builder::{ListBuilder, StringBuilder, StructBuilder};
+use arrow_array::types::{Int64Type, UInt16Type, UInt32Type};
 use arrow_array::{
-    ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray,
-    UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+    ArrayRef, ArrowPrimitiveType, BooleanArray, Float64Array, Int64Array, ListArray, PrimitiveArray, RecordBatch,
+    StringArray, TimestampNanosecondArray, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
 };
+use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 
 use crate::flow::Flow;
@@ -435,52 +437,111 @@ fn opt_str(s: &str) -> Option<&str> {
     }
 }
 
+// The packet batch is built once per packet, so its columns are filled in tight passes (values,
+// then a validity bitmap packed 64 rows at a time) rather than through Arrow's per-element
+// builders and `FromIterator<Option<_>>`, which branch and grow buffers on every value.
+
+/// A nullable primitive column; a null's slot holds the default value, as Arrow's builders do.
+fn opt_column<T: ArrowPrimitiveType, R>(rows: &[R], f: impl Fn(&R) -> Option<T::Native>) -> PrimitiveArray<T> {
+    let values: ScalarBuffer<T::Native> = rows.iter().map(|r| f(r).unwrap_or_default()).collect();
+    let valid = BooleanBuffer::collect_bool(rows.len(), |i| f(&rows[i]).is_some());
+    PrimitiveArray::new(values, Some(NullBuffer::new(valid)))
+}
+
+/// A string column with a null where `f` gives None.
+fn str_column<'a, R>(rows: &[R], f: impl Fn(&R) -> Option<&'a str>) -> StringArray {
+    let mut values: Vec<u8> = Vec::new();
+    let offsets = OffsetBuffer::<i32>::from_lengths(rows.iter().map(|r| {
+        let s = f(r).unwrap_or("");
+        values.extend_from_slice(s.as_bytes());
+        s.len()
+    }));
+    let valid = BooleanBuffer::collect_bool(rows.len(), |i| f(&rows[i]).is_some());
+    let nulls = (valid.count_set_bits() < rows.len()).then(|| NullBuffer::new(valid));
+    StringArray::new(offsets, Buffer::from_vec(values), nulls)
+}
+
+/// `tags::names` of every row as a list<string>, without a Vec per row.
+fn tag_name_lists(rows: &[PacketRow]) -> ArrayRef {
+    let mut values: Vec<u8> = Vec::new();
+    let mut value_offsets: Vec<i32> = vec![0];
+    let lists = OffsetBuffer::<i32>::from_lengths(rows.iter().map(|r| {
+        if r.tags == 0 {
+            return 0;
+        }
+        let before = value_offsets.len();
+        for name in tags::names(r.tags) {
+            values.extend_from_slice(name.as_bytes());
+            value_offsets.push(i32::try_from(values.len()).expect("tag names of one batch fit in 2 GiB"));
+        }
+        value_offsets.len() - before
+    }));
+    let names = StringArray::new(OffsetBuffer::new(ScalarBuffer::from(value_offsets)), Buffer::from_vec(values), None);
+    let item = Arc::new(Field::new("item", DataType::Utf8, false));
+    Arc::new(ListArray::new(item, lists, Arc::new(names), None))
+}
+
+/// The SACK blocks of every row: null for a packet that is not TCP.
+fn sack_lists(rows: &[PacketRow]) -> ArrayRef {
+    let blocks = || rows.iter().flat_map(|r| &r.sack[..if r.is_tcp { usize::from(r.sack_count) } else { 0 }]);
+    let left: UInt32Array = blocks().map(|b| b.0).collect::<Vec<u32>>().into();
+    let right: UInt32Array = blocks().map(|b| b.1).collect::<Vec<u32>>().into();
+    let items = arrow_array::StructArray::new(sack_fields(), vec![Arc::new(left) as ArrayRef, Arc::new(right)], None);
+    let lists = OffsetBuffer::<i32>::from_lengths(rows.iter().map(|r| if r.is_tcp { usize::from(r.sack_count) } else { 0 }));
+    let valid = BooleanBuffer::collect_bool(rows.len(), |i| rows[i].is_tcp);
+    let nulls = (valid.count_set_bits() < rows.len()).then(|| NullBuffer::new(valid));
+    let item = Arc::new(Field::new("item", DataType::Struct(sack_fields()), false));
+    Arc::new(ListArray::new(item, lists, Arc::new(items), nulls))
+}
+
+/// Rows per chunk when building a packet batch: the chunk's rows (192 bytes each, 768 KiB) stay
+/// in the L2 cache across the 27 column passes. Built whole, a 64k-row batch (12 MiB of rows)
+/// was read from memory once per column, which cost more time than the instructions suggest.
+const PACKET_CHUNK_ROWS: usize = 4096;
+
 pub fn packets_batch(rows: &[PacketRow], capture_id: &str, files: &[String]) -> RecordBatch {
-    let n = rows.len();
-    let mut sack = ListBuilder::new(StructBuilder::from_fields(sack_fields(), n))
-        .with_field(Arc::new(Field::new("item", DataType::Struct(sack_fields()), false)));
-    for r in rows {
-        if !r.is_tcp {
-            sack.append(false);
-            continue;
-        }
-        let blocks = &r.sack[..usize::from(r.sack_count)];
-        let values = sack.values();
-        for &(left, right) in blocks {
-            values.field_builder::<UInt32Builder>(0).unwrap().append_value(left);
-            values.field_builder::<UInt32Builder>(1).unwrap().append_value(right);
-            values.append(true);
-        }
-        sack.append(true);
+    if rows.len() <= PACKET_CHUNK_ROWS {
+        return packets_chunk(rows, capture_id, files);
     }
+    let parts: Vec<RecordBatch> = rows.chunks(PACKET_CHUNK_ROWS).map(|c| packets_chunk(c, capture_id, files)).collect();
+    arrow_select::concat::concat_batches(&packet_schema(), &parts).expect("packet chunks share the schema")
+}
+
+fn packets_chunk(rows: &[PacketRow], capture_id: &str, files: &[String]) -> RecordBatch {
+    let n = rows.len();
+    let capture_id = StringArray::new(
+        OffsetBuffer::<i32>::from_lengths(std::iter::repeat_n(capture_id.len(), n)),
+        Buffer::from_vec(capture_id.as_bytes().repeat(n)),
+        None,
+    );
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(capture_id, n))),
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| files[r.file_index as usize].as_str()))),
+        Arc::new(capture_id),
+        Arc::new(str_column(rows, |r| Some(files[r.file_index as usize].as_str()))),
         Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.frame))),
         Arc::new(TimestampNanosecondArray::from_iter_values(rows.iter().map(|r| r.ts_ns)).with_timezone("UTC")),
         Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.flow_id))),
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| if r.c2s { "c2s" } else { "s2c" }))),
+        Arc::new(str_column(rows, |r| Some(if r.c2s { "c2s" } else { "s2c" }))),
         Arc::new(UInt8Array::from_iter_values(rows.iter().map(|r| r.ip_proto))),
-        Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.seq))),
-        Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.ack))),
-        Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.rel_seq))),
-        Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.rel_ack))),
+        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.seq)),
+        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.ack)),
+        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.rel_seq)),
+        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.rel_ack)),
         Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.payload_len))),
-        Arc::new(UInt16Array::from_iter(rows.iter().map(|r| r.flags))),
-        Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.window))),
+        Arc::new(opt_column::<UInt16Type, _>(rows, |r| r.flags)),
+        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.window)),
         Arc::new(BooleanArray::from_iter(rows.iter().map(|r| r.window_scaled))),
-        Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.ts.map(|t| t.0)))),
-        Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.ts.map(|t| t.1)))),
-        Arc::new(sack.finish()),
-        Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.ip_id))),
+        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.ts.map(|t| t.0))),
+        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.ts.map(|t| t.1))),
+        sack_lists(rows),
+        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.ip_id)),
         Arc::new(UInt8Array::from_iter_values(rows.iter().map(|r| r.ttl))),
         Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.wire_len))),
-        Arc::new(StringArray::from_iter(rows.iter().map(|r| opt_str(r.encap)))),
+        Arc::new(str_column(rows, |r| opt_str(r.encap))),
         Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.tags))),
-        string_lists(rows.iter().map(|r| tags::names(r.tags).collect())),
-        Arc::new(StringArray::from_iter(rows.iter().map(|r| tags::cause_name(r.tags)))),
-        Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.retx_delay_ns))),
-        Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.rtt_ns))),
+        tag_name_lists(rows),
+        Arc::new(str_column(rows, |r| tags::cause_name(r.tags))),
+        Arc::new(opt_column::<Int64Type, _>(rows, |r| r.retx_delay_ns)),
+        Arc::new(opt_column::<Int64Type, _>(rows, |r| r.rtt_ns)),
     ];
     RecordBatch::try_new(packet_schema(), columns).expect("packet columns match the schema")
 }
@@ -691,4 +752,99 @@ pub fn queries_batch<'a>(rows: impl Iterator<Item = (i64, &'a crate::queries::Qu
         Arc::new(Int64Array::from_iter_values(qs.iter().map(|(_, q)| q.charges.items.iter().fold(0i64, |sum, (_, d)| sum.saturating_add(*d))))),
     ];
     Some(RecordBatch::try_new(query_schema(), columns).expect("query columns match the schema"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::builder::UInt32Builder;
+    use arrow_array::Array;
+
+    /// The packet batch as Arrow's generic builders make it: what the hand-filled columns of
+    /// `packets_batch` must equal.
+    fn reference(rows: &[PacketRow], capture_id: &str, files: &[String]) -> Vec<ArrayRef> {
+        let lists = |items: Vec<Vec<&str>>| -> ArrayRef {
+            let mut b = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new("item", DataType::Utf8, false)));
+            for v in items {
+                for s in v {
+                    b.values().append_value(s);
+                }
+                b.append(true);
+            }
+            Arc::new(b.finish())
+        };
+        vec![
+            Arc::new(StringArray::from_iter_values(std::iter::repeat_n(capture_id, rows.len()))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| files[r.file_index as usize].as_str()))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| if r.c2s { "c2s" } else { "s2c" }))),
+            Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.seq))),
+            Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.rel_ack))),
+            Arc::new(UInt16Array::from_iter(rows.iter().map(|r| r.flags))),
+            Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.ts.map(|t| t.1)))),
+            Arc::new(StringArray::from_iter(rows.iter().map(|r| opt_str(r.encap)))),
+            lists(rows.iter().map(|r| tags::names(r.tags).collect()).collect()),
+            Arc::new(StringArray::from_iter(rows.iter().map(|r| tags::cause_name(r.tags)))),
+            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.rtt_ns))),
+            {
+                let mut sack = ListBuilder::new(StructBuilder::from_fields(sack_fields(), rows.len()))
+                    .with_field(Arc::new(Field::new("item", DataType::Struct(sack_fields()), false)));
+                for r in rows {
+                    if !r.is_tcp {
+                        sack.append(false);
+                        continue;
+                    }
+                    for &(left, right) in &r.sack[..usize::from(r.sack_count)] {
+                        let values = sack.values();
+                        values.field_builder::<UInt32Builder>(0).unwrap().append_value(left);
+                        values.field_builder::<UInt32Builder>(1).unwrap().append_value(right);
+                        values.append(true);
+                    }
+                    sack.append(true);
+                }
+                Arc::new(sack.finish())
+            },
+        ]
+    }
+
+    #[test]
+    fn packet_columns_equal_the_generic_builders() {
+        let files = vec!["a.pcap".to_string(), "dir/b.pcapng".to_string()];
+        let rows: Vec<PacketRow> = (0..300u32)
+            .map(|i| PacketRow {
+                file_index: u32::from(i >= 150),
+                frame: u64::from(i),
+                c2s: i % 3 == 0,
+                seq: (i % 4 != 0).then_some(i.wrapping_mul(2_654_435_761)),
+                rel_ack: (i % 5 == 1).then_some(i),
+                flags: (i % 2 == 0).then_some(0x18),
+                ts: (i % 7 != 0).then_some((i, i + 1)),
+                encap: if i % 11 == 0 { "vlan" } else { "" },
+                tags: match i % 6 {
+                    0 => 0,
+                    1 => tags::RETRANSMISSION | tags::RETX_RTO | tags::TAIL_LOSS,
+                    2 => tags::DUPLICATE_ACK,
+                    3 => tags::QUIC_MIGRATION,
+                    4 => u32::MAX >> 6,
+                    _ => tags::RETRANSMISSION | tags::RETX_SPURIOUS,
+                },
+                rtt_ns: (i % 9 == 0).then_some(i64::from(i) * 1000),
+                is_tcp: i % 13 != 5,
+                sack: [(i, i + 10), (i + 20, i + 30), (i + 40, i + 50), (i + 60, i + 70)],
+                sack_count: (i % 5) as u8,
+                ..PacketRow::default()
+            })
+            .collect();
+        for rows in [&rows[..], &rows[..0], &rows[..1], &rows[7..8]] {
+            let batch = packets_batch(rows, "cap", &files);
+            let names = [
+                "capture_id", "file", "direction", "seq", "rel_ack", "flags", "tsecr", "encap", "tag_names", "retx_cause",
+                "rtt_ns", "sack",
+            ];
+            for (name, want) in names.iter().zip(reference(rows, "cap", &files)) {
+                let got = batch.column_by_name(name).unwrap();
+                assert_eq!(got.to_data(), want.to_data(), "{name}");
+                assert_eq!(got.null_count(), want.null_count(), "{name}");
+            }
+        }
+    }
 }

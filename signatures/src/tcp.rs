@@ -557,7 +557,7 @@ impl TcpState {
             // Counted for the data's direction; no packet of ours shows it (the reordered
             // segment passed the capture in order), only the receiver's ACKs do.
             self.stats.reordered[1 - pk.dir] += reordered_downstream;
-            rev.segments.retain_mut(|u| {
+            let mut settle = |u: &mut Unacked| {
                 if ack == u.nextseq {
                     if !u.retransmitted && !u.sacked && sample.is_none() {
                         sample = Some((now - u.ts_ns, u.bif));
@@ -569,7 +569,15 @@ impl TcpState {
                 } else {
                     !le(u.nextseq, ack)
                 }
-            });
+            };
+            // A cumulative ACK mostly retires segments at the front. Popping those first leaves
+            // `retain_mut` nothing to remove, so it only scans instead of shifting every
+            // segment behind them. `settle` on a segment it kept changes nothing, so the front
+            // one may see it twice.
+            while rev.segments.front_mut().is_some_and(|u| !settle(u)) {
+                rev.segments.pop_front();
+            }
+            rev.segments.retain_mut(settle);
             // An ACK riding on new data was held back for that data (a request after think
             // time): it times the client's application, not the path.
             if seglen > 0 {
