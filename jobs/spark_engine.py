@@ -115,18 +115,44 @@ def spark_session(options: SparkOptions):
 
 # ---- stage 1: decode ---------------------------------------------------------------------------
 
+# Spark's cost is per row, and a packet is small: the frames travel packed, one row per run of
+# one group's frames in a decode batch (tens to thousands of packets), as list columns.
+PACKED_LISTS = ("frame", "ts_ns", "linktype", "wire_len", "data")
+
+
 def _frames_spark_schema():
-    from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
+    from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StructField, StructType
 
     return StructType([
         StructField("file_no", IntegerType(), False),
         StructField("flow_group", LongType(), False),
-        StructField("frame", LongType(), False),
-        StructField("ts_ns", LongType(), False),
-        StructField("linktype", LongType(), False),
-        StructField("wire_len", LongType(), False),
-        StructField("data", BinaryType(), False),
+        StructField("first_frame", LongType(), False),
+        *(StructField(c, ArrayType(BinaryType() if c == "data" else LongType(), False), False) for c in PACKED_LISTS),
     ])
+
+
+def _pack(fb: pa.RecordBatch, file_no: int) -> pa.RecordBatch:
+    """A FrameSplitter batch as rows of one group each, frames in file order inside a row."""
+    fb = fb.take(pc.sort_indices(fb, [("group", "ascending"), ("frame", "ascending")]))
+    starts = [s for _, s, _ in _runs(fb.column("group"))]
+    offsets = pa.array(starts + [fb.num_rows], pa.int32())
+    first = pa.array(starts, pa.int32())
+    cols = {
+        "frame": fb.column("frame").cast(pa.int64()),
+        "ts_ns": fb.column("ts_ns"),
+        "linktype": fb.column("linktype").cast(pa.int64()),
+        "wire_len": fb.column("wire_len").cast(pa.int64()),
+        "data": fb.column("data"),
+    }
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([file_no] * len(starts), pa.int32()),
+            fb.column("group").view(pa.int64()).take(first),  # Spark has no unsigned types
+            cols["frame"].take(first),
+            *(pa.ListArray.from_arrays(offsets, cols[c]) for c in PACKED_LISTS),
+        ],
+        names=["file_no", "flow_group", "first_frame", *PACKED_LISTS],
+    )
 
 
 def _fetch(url: str, dest, h) -> None:
@@ -174,19 +200,7 @@ def _decode_files(stats_dir: str, batch_rows: int, checksums: bool, fs_config: d
                         loc.write_text_atomic(stats_path, json.dumps({"open_error": msg}))
                         continue
                     while (fb := split.next_batch(batch_rows)) is not None:
-                        n = fb.num_rows
-                        yield pa.RecordBatch.from_arrays(
-                            [
-                                pa.array([file_no] * n, pa.int32()),
-                                fb.column("group").view(pa.int64()),  # Spark has no unsigned types
-                                fb.column("frame").cast(pa.int64()),
-                                fb.column("ts_ns"),
-                                fb.column("linktype").cast(pa.int64()),
-                                fb.column("wire_len").cast(pa.int64()),
-                                fb.column("data"),
-                            ],
-                            names=["file_no", "flow_group", "frame", "ts_ns", "linktype", "wire_len", "data"],
-                        )
+                        yield _pack(fb, file_no)
                     stats = dict(split.stats())
                     stats["sha256"] = h.hexdigest() if (checksums or storage.is_url(path)) else None
                     loc.write_text_atomic(stats_path, json.dumps(stats))
@@ -245,17 +259,19 @@ class _ReplayJob:
 
 
 def _native_frames(b: pa.RecordBatch) -> pa.RecordBatch:
-    data = b.column("data")
+    """Packed rows (ordered by group, file, first frame) back into one frames batch."""
+    parents = pc.list_parent_indices(b.column("frame"))
+    data = b.column("data").flatten()
     if pa.types.is_large_binary(data.type):
         data = data.cast(pa.binary())
     return pa.RecordBatch.from_arrays(
         [
-            b.column("flow_group").view(pa.uint64()),
-            b.column("file_index").cast(pa.uint32()),
-            b.column("frame").cast(pa.uint64()),
-            b.column("ts_ns"),
-            b.column("linktype").cast(pa.uint32()),
-            b.column("wire_len").cast(pa.uint32()),
+            b.column("flow_group").take(parents).view(pa.uint64()),
+            b.column("file_index").take(parents).cast(pa.uint32()),
+            b.column("frame").flatten().cast(pa.uint64()),
+            b.column("ts_ns").flatten(),
+            b.column("linktype").flatten().cast(pa.uint32()),
+            b.column("wire_len").flatten().cast(pa.uint32()),
             data,
         ],
         schema=_native.frame_schema(),
@@ -460,8 +476,8 @@ def _replay(spark, spark_options, writer, frames_df, captures, file_map, options
     frames = (
         frames_df.join(F.broadcast(fmap), "file_no")
         .repartition(_partitions(spark, spark_options), "capture_no", "flow_group")
-        .sortWithinPartitions("capture_no", "flow_group", "file_index", "frame")
-        .select("capture_no", "flow_group", "file_index", "frame", "ts_ns", "linktype", "wire_len", "data")
+        .sortWithinPartitions("capture_no", "flow_group", "file_index", "first_frame")
+        .select("capture_no", "flow_group", "file_index", *PACKED_LISTS)
     )
     job = _ReplayJob(
         out=str(writer.out),
