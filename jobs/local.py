@@ -158,6 +158,29 @@ def rotation_group(path: Path) -> str:
     return str(path.parent / re.sub(r"\d+", "#", path.name))
 
 
+def resolve_inputs(inputs: list[str]):
+    """What the user named, as files, and a failed report for each name that is none."""
+    resolved = resolve(inputs)
+    reports: list[FileReport] = []
+    for name, problem in resolved.errors:
+        r = FileReport(path=name)
+        _fail(r, f"{name}: {problem}", kind="input")
+        reports.append(r)
+    return resolved, reports
+
+
+def add_session_totals(totals: dict, session) -> None:
+    """Add a native Session's (or Replayer's) counters to the run's totals."""
+    t = session.totals()
+    for k in SESSION_COUNTERS:
+        totals[k] += t[k]
+    counts = session.keylog_counts()
+    if counts is not None:
+        kl = totals.setdefault("quic_keylog", dict.fromkeys(counts, 0))
+        for k, v in counts.items():
+            kl[k] = kl.get(k, 0) + v
+
+
 def _fail(report: FileReport, message: str, kind: str = "unreadable") -> None:
     report.status = "failed"
     report.error = message
@@ -242,12 +265,7 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
     started = dt.datetime.now(dt.timezone.utc)
     t0 = time.monotonic()
 
-    resolved = resolve(inputs)
-    reports: list[FileReport] = []
-    for name, problem in resolved.errors:
-        r = FileReport(path=name)
-        _fail(r, f"{name}: {problem}", kind="input")
-        reports.append(r)
+    resolved, reports = resolve_inputs(inputs)
     planned = _plan(resolved.files, reports, options)
     already = take_new(planned, reports, out) if options.incremental else []
 
@@ -278,14 +296,7 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
                 # The flows still open are lost with the session: every file that fed it says so.
                 for r in session_reports:
                     _internal_error(r, str(exc))
-            t = session.totals()
-            for k in SESSION_COUNTERS:
-                totals[k] += t[k]
-            counts = session.keylog_counts()
-            if counts is not None:
-                kl = totals.setdefault("quic_keylog", dict.fromkeys(counts, 0))
-                for k, v in counts.items():
-                    kl[k] = kl.get(k, 0) + v
+            add_session_totals(totals, session)
             session = None
 
         for p in planned:

@@ -33,7 +33,6 @@ import pyarrow.compute as pc
 from tailscope import _native
 from tailscope.jobs.dataset import StagedPart, StagedWriter, recover
 from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
-from tailscope.jobs.inputs import resolve
 from tailscope.jobs import ledger, storage
 from tailscope.jobs.local import (
     SESSION_COUNTERS,
@@ -45,8 +44,10 @@ from tailscope.jobs.local import (
     _manifest,
     _Planned,
     _record,
+    add_session_totals,
     files_table,
     new_run_id,
+    resolve_inputs,
     rotation_group,
     starts_new_capture,
 )
@@ -316,14 +317,7 @@ def _replay_partitions(job: _ReplayJob):
         def end_capture():
             for table, out in replayer.finish():
                 emit(table, out)
-            t = replayer.totals()
-            for k in SESSION_COUNTERS:
-                totals[k] += t[k]
-            counts = replayer.keylog_counts()
-            if counts is not None:
-                kl = totals.setdefault("quic_keylog", dict.fromkeys(counts, 0))
-                for k, v in counts.items():
-                    kl[k] = kl.get(k, 0) + v
+            add_session_totals(totals, replayer)
 
         try:
             for b in batches:
@@ -389,12 +383,7 @@ def analyze(
     started = dt.datetime.now(dt.timezone.utc)
     t0 = time.monotonic()
 
-    resolved = resolve(inputs)
-    reports: list[FileReport] = []
-    for name, problem in resolved.errors:
-        r = FileReport(path=name)
-        _fail(r, f"{name}: {problem}", kind="input")
-        reports.append(r)
+    resolved, reports = resolve_inputs(inputs)
     files = resolved.files
     already: list[str] = []
     if options.incremental:
