@@ -238,7 +238,7 @@ impl QuicState {
                 let sample = ts_ns - edge;
                 // Edge filter: a flip sooner than half the handshake RTT is reordering or a
                 // greased bit, not a round trip.
-                if self.handshake_rtt_ns.is_none_or(|h| sample * 2 >= h) {
+                if self.handshake_rtt_ns.is_none_or(|h| sample.saturating_mul(2) >= h) {
                     self.spin_rtt.add(sample);
                 }
             }

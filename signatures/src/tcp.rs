@@ -642,9 +642,9 @@ impl TcpState {
                 let synack_ack = now - sa;
                 self.stats.handshake_rtt_ns = Some(synack_ack);
                 if let Some(syn_synack) = self.stats.syn_synack_ns {
-                    self.vantage = if syn_synack * 4 < synack_ack {
+                    self.vantage = if syn_synack.saturating_mul(4) < synack_ack {
                         Vantage::Server
-                    } else if synack_ack * 4 < syn_synack {
+                    } else if synack_ack.saturating_mul(4) < syn_synack {
                         Vantage::Client
                     } else {
                         Vantage::Unknown

@@ -71,6 +71,20 @@ fn query_delays_summing_past_i64() {
     assert_eq!(session.flows_started(), 1);
 }
 
+/// flow_session (found by the CI fuzz run), `attempt to multiply with overflow` in
+/// `TcpState::analyze`'s vantage test: a SYN-ACK ~95 years after its SYN makes SYN→SYN-ACK ×4
+/// overflow.
+#[test]
+fn handshake_gap_past_a_quarter_of_i64() {
+    let (c, s) = (1000u32, 5000u32);
+    let session = run(pcap(&[
+        (0, tcp(true, c, 0, 0x02, 0)),
+        (3_000_000_000, tcp(false, s, c + 1, 0x12, 0)),
+        (3_000_000_001, tcp(true, c + 1, s + 1, 0x10, 0)),
+    ]));
+    assert_eq!(session.flows_started(), 1);
+}
+
 /// flow_session, `attempt to multiply with overflow` in `Estimator::add` (RFC 6298 smoothing),
 /// and the same in `Estimator::rto`: RTT samples of ~4.3e18 ns (data at second 0, its ACK near
 /// 2^32 seconds) overflow 7·SRTT and SRTT + 4·RTTVAR.
