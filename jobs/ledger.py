@@ -18,35 +18,35 @@ from tailscope.jobs.storage import join, location
 PROCESSED_STATUSES = ("ok", "partial")
 
 
+class Ledger:
+    """What the committed runs of a dataset processed, read once."""
+
+    def __init__(self, out):
+        loc = location(out)
+        # sha256 → run_id; (path as named, size) → sha256
+        self.by_content: dict[str, str] = {}
+        self.by_name: dict[tuple[str, int], str] = {}
+        for manifest in sorted(committed_runs(out)):
+            path = join(out, "_runs", f"{manifest}.json")
+            try:
+                m = json.loads(loc.read_text(path))
+            except (OSError, ValueError) as exc:
+                raise LedgerError(f"{path}: unreadable run manifest ({exc}); move it away to rebuild the ledger") from exc
+            for entry in m.get("inputs", []):
+                sha = entry.get("sha256")
+                if not sha or entry.get("status") not in PROCESSED_STATUSES:
+                    continue
+                self.by_content.setdefault(sha, m.get("run_id", manifest))
+                # A landing zone's files are immutable once shipped: a file seen before under the
+                # same name and size need not be read again to be known (the Spark driver reads
+                # no capture).
+                if entry.get("size") is not None:
+                    self.by_name[(entry["path"], int(entry["size"]))] = sha
+
+
 def processed(out) -> dict[str, str]:
     """sha256 → run_id of every input a committed run processed."""
-    loc = location(out)
-    done: dict[str, str] = {}
-    for manifest in sorted(committed_runs(out)):
-        path = join(out, "_runs", f"{manifest}.json")
-        try:
-            m = json.loads(loc.read_text(path))
-        except (OSError, ValueError) as exc:
-            raise LedgerError(f"{path}: unreadable run manifest ({exc}); move it away to rebuild the ledger") from exc
-        for entry in m.get("inputs", []):
-            sha = entry.get("sha256")
-            if sha and entry.get("status") in PROCESSED_STATUSES:
-                done.setdefault(sha, m.get("run_id", manifest))
-    return done
-
-
-def processed_names(out) -> dict[tuple[str, int], str]:
-    """(path as named, size) → sha256 of the inputs committed runs processed: a landing zone's
-    files are immutable once shipped, so a file seen before under the same name and size need
-    not be read again to know it (the Spark engine's driver reads no capture)."""
-    loc = location(out)
-    names: dict[tuple[str, int], str] = {}
-    for manifest in sorted(committed_runs(out)):
-        m = json.loads(loc.read_text(join(out, "_runs", f"{manifest}.json")))
-        for entry in m.get("inputs", []):
-            if entry.get("sha256") and entry.get("status") in PROCESSED_STATUSES and entry.get("size") is not None:
-                names[(entry["path"], int(entry["size"]))] = entry["sha256"]
-    return names
+    return Ledger(out).by_content
 
 
 class LedgerError(RuntimeError):

@@ -24,6 +24,7 @@ from tailscope.jobs.dataset import StagedWriter, recover
 from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
 from tailscope.jobs.inputs import InputFile, resolve
 from tailscope.jobs.progress import Progress
+from tailscope.jobs.storage import filesystem, is_url
 
 MANIFEST_SCHEMA_VERSION = 1
 # What a native session counts, summed over a run's sessions into the manifest's totals.
@@ -85,12 +86,20 @@ def new_run_id() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
-def sha256_of(path: Path) -> str:
+def sha256_of(path: Path, copy_to=None) -> str:
+    """sha256 of a file (a local path, or an fsspec URL), optionally copying it on the way."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with (_open_url(str(path)) if is_url(path) else open(path, "rb")) as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
+            if copy_to is not None:
+                copy_to.write(chunk)
     return h.hexdigest()
+
+
+def _open_url(url: str):
+    fs, path = filesystem(url)
+    return fs.open(path, "rb")
 
 
 @dataclass
@@ -124,8 +133,13 @@ def _plan(files: list[InputFile], reports: list[FileReport], options: AnalyzeOpt
         report.format, report.compression = info["format"], info["compression"]
         group = options.capture_id or f.capture_id or rotation_group(f.path)
         planned.append(_Planned(f, report, info["first_ts_ns"], group))
-    planned.sort(key=lambda p: (p.group, p.first_ts_ns is None, p.first_ts_ns or 0, p.file.label))
+    planned.sort(key=plan_order)
     return planned
+
+
+def plan_order(p: _Planned):
+    """Files are read by capture group, then by first frame time (files without one last)."""
+    return (p.group, p.first_ts_ns is None, p.first_ts_ns or 0, p.file.label)
 
 
 def starts_new_capture(group: str | None, last_ts_ns: int | None, p: _Planned) -> bool:

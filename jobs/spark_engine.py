@@ -17,12 +17,14 @@ the next run does the work again.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,8 +49,10 @@ from tailscope.jobs.local import (
     add_session_totals,
     files_table,
     new_run_id,
+    plan_order,
     resolve_inputs,
     rotation_group,
+    sha256_of,
     starts_new_capture,
 )
 
@@ -156,45 +160,25 @@ def _pack(fb: pa.RecordBatch, file_no: int) -> pa.RecordBatch:
     )
 
 
-def _fetch(url: str, dest, h) -> None:
-    """Copy an object to a local file, hashing it on the way."""
-    from tailscope.jobs import storage
-
-    fs, path = storage.filesystem(url)
-    with fs.open(path, "rb") as src:
-        for chunk in iter(lambda: src.read(1 << 20), b""):
-            h.update(chunk)
-            dest.write(chunk)
-
-
 def _decode_files(stats_dir: str, batch_rows: int, checksums: bool, fs_config: dict):
     """mapInArrow body: (file_no, path or URL) rows in, frames out; each file's accounting (and
     sha256: the driver reads no capture) staged as JSON — a retried attempt rewrites the same."""
 
     def run(batches):
-        import hashlib
-        import tempfile
-
-        from tailscope.jobs import storage
-
         storage.apply_config(fs_config)
         loc = storage.location(stats_dir)
         for b in batches:
             for file_no, path in zip(b.column("file_no").to_pylist(), b.column("path").to_pylist()):
                 stats_path = storage.join(stats_dir, f"{file_no}.json")
-                h = hashlib.sha256()
-                with tempfile.NamedTemporaryFile(prefix="tailscope-", suffix=".capture") as tmp:
+                with contextlib.ExitStack() as scratch:
                     try:
                         if storage.is_url(path):
-                            _fetch(path, tmp, h)
+                            # The native reader opens local files: fetch, hashing on the way.
+                            tmp = scratch.enter_context(tempfile.NamedTemporaryFile(prefix="tailscope-", suffix=".capture"))
+                            sha, local = sha256_of(path, copy_to=tmp), tmp.name
                             tmp.flush()
-                            local = tmp.name
                         else:
-                            local = path
-                            if checksums:
-                                with open(path, "rb") as fh:
-                                    for chunk in iter(lambda: fh.read(1 << 20), b""):
-                                        h.update(chunk)
+                            sha, local = (sha256_of(path) if checksums else None), path
                         split = _native.FrameSplitter(local, 0, path)
                     except (_native.CaptureFileError, _native.InternalError, OSError) as exc:
                         msg = str(exc) if isinstance(exc, (_native.CaptureFileError, _native.InternalError)) else f"{path}: {exc}"
@@ -203,7 +187,7 @@ def _decode_files(stats_dir: str, batch_rows: int, checksums: bool, fs_config: d
                     while (fb := split.next_batch(batch_rows)) is not None:
                         yield _pack(fb, file_no)
                     stats = dict(split.stats())
-                    stats["sha256"] = h.hexdigest() if (checksums or storage.is_url(path)) else None
+                    stats["sha256"] = sha
                     loc.write_text_atomic(stats_path, json.dumps(stats))
 
     return run
@@ -386,11 +370,11 @@ def analyze(
     resolved, reports = resolve_inputs(inputs)
     files = resolved.files
     already: list[str] = []
-    if options.incremental:
+    known = ledger.Ledger(out) if options.incremental else None
+    if known:
         # Known by name and size: skipped without reading (files are immutable once shipped).
-        seen = ledger.processed_names(out)
-        already = [f.label for f in files if (f.label, f.size) in seen]
-        files = [f for f in files if (f.label, f.size) not in seen]
+        already = [f.label for f in files if (f.label, f.size) in known.by_name]
+        files = [f for f in files if (f.label, f.size) not in known.by_name]
 
     writer = StagedWriter(out, run_id)
     frames_df = None
@@ -412,7 +396,7 @@ def analyze(
             frames_df.count()  # decode every file once; the replay reads the persisted frames
             stats = {int(p.rsplit("/", 1)[-1][: -len(".json")]): json.loads(writer.loc.read_text(p))
                      for p in writer.loc.listdir(stats_dir) if p.endswith(".json")}
-            planned, dropped = _plan_decoded(files, stats, reports, options, ledger.processed(out) if options.incremental else {})
+            planned, dropped = _plan_decoded(files, stats, reports, options, known.by_content if known else {})
             already += dropped
             captures, file_map = chain_captures(planned, stats, options)
             log(f"replaying {len(captures)} captures")
@@ -448,7 +432,7 @@ def _plan_decoded(files, stats: dict[int, dict], reports: list[FileReport], opti
         report.format, report.compression = s["format"], s["compression"]
         group = options.capture_id or f.capture_id or rotation_group(f.path)
         planned.append((file_no, _Planned(f, report, s.get("first_frame_ts_ns"), group)))
-    planned.sort(key=lambda fp: (fp[1].group, fp[1].first_ts_ns is None, fp[1].first_ts_ns or 0, fp[1].file.label))
+    planned.sort(key=lambda fp: plan_order(fp[1]))
     return planned, dropped
 
 
