@@ -31,17 +31,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-signatures")]
 
 # Known gaps, asserted as they should be and marked strict: fixing them turns the mark into a
 # failure that asks for its removal.
-KNOWN_GAPS = {
-    "bufferbloat": (
-        "flows that wait behind another flow's queue only for some responses (bufferbloat_x6's "
-        "interactive flows, bufferbloat_deep_relayq's short flow) are bloated by the truth's rule "
-        "(p95 >= 1.3 x p10 of base RTT + queue) but tailscope sees neither a standing queue (median "
-        "RTT ~47 ms against a 41 ms minimum once think-time ACKs are no longer RTT samples) nor RTT "
-        "rising with its own bytes in flight (Spearman ~0.2-0.3): recall 0.33-0.83 across runs. "
-        "Needs a per-response queueing estimate (first RTT sample of each response above the path "
-        "minimum, as queries.rs already charges) turned into a flow verdict."
-    ),
-}
+KNOWN_GAPS: dict[str, str] = {}
 TARGETED = [
     pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[s])) if s in KNOWN_GAPS else s
     for s in ["syn_loss", "synack_loss", "tail_loss", "retx_cause=rto [s2c]", "retx_cause=fast_retransmit [s2c]",

@@ -8,7 +8,7 @@
 const MAX_TX: usize = 20_000;
 const MAX_PAIRS: usize = 8_192;
 
-/// Bufferbloat: p95 RTT ≥ 1.3 × p10 RTT, at least 20 ms more, and RTT rising with bytes in flight.
+/// Bufferbloat: p90 RTT ≥ 1.3 × p10 RTT, at least 20 ms more, and RTT rising with bytes in flight.
 const BLOAT_RATIO: f64 = 1.3;
 const BLOAT_EXCESS_NS: i64 = 20_000_000;
 const BLOAT_MIN_CORR: f64 = 0.6;
@@ -18,6 +18,16 @@ const BLOAT_MIN_SAMPLES: usize = 10;
 /// The self-inflicted rule's weaker persistence requirement (its correlation with bytes in flight
 /// carries most of the evidence).
 const BLOAT_SELF_MIN_AUTOCORR: f64 = 0.3;
+/// ... or a queueing episode: p95 RTT at least triples the path's floor (p10), 50 ms or more above
+/// it, and the samples stay inflated (the rule above's 1.3x and 20 ms) for a run of consecutive
+/// samples. Tripling is past what delay jitter does to a stable path (the lab's 350 ms mobile
+/// path with 35 ms of RTT jitter peaks at 1.28x) and what a reordering hold does (2.2x on the
+/// lab's 40 ms path); 50 ms is past a Linux delayed ACK (40 ms); the run separates a queue, which
+/// persists from one sample to the next, from a lone outlier. The flow's own bytes in flight need
+/// not explain it: the queue may be another flow's.
+const BLOAT_EPISODE_RATIO: f64 = 3.0;
+const BLOAT_EPISODE_EXCESS_NS: i64 = 50_000_000;
+const BLOAT_EPISODE_RUN: usize = 2;
 
 /// Policing: enough losses, losses where the token bucket would be empty, passes where it would
 /// not, and no queue building up before losses (a policer drops, a queue delays).
@@ -151,23 +161,30 @@ impl Pathology {
         };
         // Self-inflicted: the RTT spreads and rises with our own bytes in flight.
         let mut self_inflicted = false;
+        // A queueing episode, ours or another flow's.
+        let mut episode = false;
         if self.pairs.len() >= BLOAT_MIN_SAMPLES {
             let mut rtts: Vec<i64> = self.pairs.iter().map(|p| p.0).collect();
             rtts.sort_unstable();
             let pct = |p: f64| rtts[(((p / 100.0) * rtts.len() as f64).ceil() as usize).clamp(1, rtts.len()) - 1];
-            let (p10, p95) = (pct(10.0), pct(95.0));
+            let (p10, p90, p95) = (pct(10.0), pct(90.0), pct(95.0));
             v.rtt_inflation_ns = Some(p95 - p10);
             let corr = spearman(&self.pairs);
             v.rtt_inflight_corr = corr;
-            let inflated = p10 > 0 && p95 as f64 >= BLOAT_RATIO * p10 as f64 && p95 - p10 >= BLOAT_EXCESS_NS;
+            // Held to p90, not p95: the top 5% can be a handful of outliers (a reordering hold,
+            // delayed ACKs at the ends of responses) that happen to fall in a growing window.
+            let inflated = p10 > 0 && p90 as f64 >= BLOAT_RATIO * p10 as f64 && p90 - p10 >= BLOAT_EXCESS_NS;
             // Jitter can correlate with a growing window by chance; a queue also persists from
             // one sample to the next.
             let autocorr = lag1_autocorr(&self.pairs);
             self_inflicted = inflated
                 && corr.is_some_and(|c| c >= BLOAT_MIN_CORR)
                 && autocorr.is_some_and(|a| a >= BLOAT_SELF_MIN_AUTOCORR);
+            let queued = |r: i64| r as f64 >= BLOAT_RATIO * p10 as f64 && r - p10 >= BLOAT_EXCESS_NS;
+            let peak = p95 as f64 >= BLOAT_EPISODE_RATIO * p10 as f64 && p95 - p10 >= BLOAT_EPISODE_EXCESS_NS;
+            episode = p10 > 0 && peak && longest_run(&self.pairs, queued) >= BLOAT_EPISODE_RUN;
         }
-        v.bufferbloat = self_inflicted || standing;
+        v.bufferbloat = self_inflicted || standing || episode;
     }
 
     fn policing(&self, v: &mut Verdicts, min_rtt: Option<i64>, rtt_p: &dyn Fn(f64) -> Option<i64>) {
@@ -257,6 +274,16 @@ fn replay(tx: &[Tx], rate: f64, burst: f64) -> (f64, f64, f64) {
         pass_empty as f64 / n_pass.max(1) as f64,
         n_loss as f64 / (n_loss + n_pass).max(1) as f64,
     )
+}
+
+/// The most consecutive RTT samples (in the order they were taken) that satisfy `hit`.
+fn longest_run(pairs: &[(i64, u32)], hit: impl Fn(i64) -> bool) -> usize {
+    let (mut best, mut run) = (0, 0);
+    for p in pairs {
+        run = if hit(p.0) { run + 1 } else { 0 };
+        best = best.max(run);
+    }
+    best
 }
 
 /// Lag-1 autocorrelation of the RTT samples in the order they were taken.
@@ -368,5 +395,39 @@ mod tests {
             q.rtt(20_000_000 + i64::from(i % 7) * 100_000, i * 1448);
         }
         assert!(!q.finish(0, Some(20_000_000), &|_| Some(21_000_000)).bufferbloat);
+    }
+
+    /// An interactive flow's responses that wait behind another flow's queue: a few consecutive
+    /// samples at 4x the floor, its own bytes in flight unrelated (bufferbloat_x6 in the lab).
+    #[test]
+    fn queueing_episode_behind_another_flow_is_bufferbloat() {
+        let ms = 1_000_000i64;
+        let rtts = [150, 155, 156, 53, 55, 182, 183, 193, 194, 44, 45, 44, 45, 44, 47, 44, 50, 41];
+        let mut p = Pathology::default();
+        for (i, r) in rtts.iter().enumerate() {
+            p.rtt(r * ms, if i % 2 == 0 { 1448 } else { 2896 });
+        }
+        let v = p.finish(0, Some(41 * ms), &|_| Some(45 * ms));
+        assert!(v.bufferbloat, "{v:?}");
+        assert!(v.rtt_inflight_corr.is_some_and(|c| c < BLOAT_MIN_CORR), "not the self-inflicted rule: {v:?}");
+    }
+
+    /// Lone outliers triple the floor but do not persist; Gaussian jitter persists but stays
+    /// well under triple (the lab's mobile_mixed: 350 ms, p95 1.28x p10).
+    #[test]
+    fn lone_outliers_and_jitter_are_not_a_queueing_episode() {
+        let ms = 1_000_000i64;
+        let mut p = Pathology::default();
+        for i in 0..40i64 {
+            p.rtt(if i % 9 == 4 { 150 * ms } else { 41 * ms + (i % 3) * ms }, 1448);
+        }
+        assert!(!p.finish(0, Some(41 * ms), &|_| Some(42 * ms)).bufferbloat);
+        let mut q = Pathology::default();
+        let jitter = [338, 392, 425, 426, 426, 426, 450, 450, 451, 451, 451, 349, 349, 395, 395, 353, 422, 422,
+                      432, 432, 432, 432, 432, 432, 432, 433, 345, 393, 394, 430, 430, 430, 430, 430, 430, 394, 401];
+        for (i, r) in jitter.iter().enumerate() {
+            q.rtt(r * ms, (i as u32 % 5) * 1448);
+        }
+        assert!(!q.finish(0, Some(338 * ms), &|_| Some(426 * ms)).bufferbloat);
     }
 }

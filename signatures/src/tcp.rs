@@ -394,8 +394,11 @@ impl TcpState {
                 None
             };
             match (kind, fwd.recovery) {
-                // A timeout inside fast recovery turns the episode into an RTO one.
-                (Some(RecoveryKind::Rto), Some((RecoveryKind::Fast, point))) => fwd.recovery = Some((RecoveryKind::Rto, point)),
+                // A timeout inside an episode (fast recovery, after a probe, or a backed-off RTO)
+                // makes it an RTO one, recovering up to everything sent so far: Linux's
+                // tcp_enter_loss sets high_seq = snd_nxt, and retransmits in loss state until
+                // that is acknowledged, however far fast recovery had got.
+                (Some(RecoveryKind::Rto), Some(_)) => fwd.recovery = Some((RecoveryKind::Rto, fwd.nextseq)),
                 (Some(k), None) => {
                     fwd.recovery = Some((k, fwd.nextseq));
                     fwd.recovery_since = Some(now);
@@ -557,17 +560,25 @@ impl TcpState {
             // Counted for the data's direction; no packet of ours shows it (the reordered
             // segment passed the capture in order), only the receiver's ACKs do.
             self.stats.reordered[1 - pk.dir] += reordered_downstream;
+            // Karn's rule for the whole ACK (as Linux's FLAG_RETRANS_DATA_ACKED): an ACK that
+            // retires retransmitted data may have waited for that repair, so its exact match
+            // would time the recovery, not the path.
+            let mut timed = None;
+            let mut retired_retx = false;
             let mut settle = |u: &mut Unacked| {
                 if ack == u.nextseq {
-                    if !u.retransmitted && !u.sacked && sample.is_none() {
-                        sample = Some((now - u.ts_ns, u.bif));
+                    retired_retx |= u.retransmitted;
+                    if !u.retransmitted && !u.sacked && timed.is_none() {
+                        timed = Some((now - u.ts_ns, u.bif));
                     }
                     false
                 } else if gt(ack, u.seq) && le(ack, u.nextseq) {
                     u.seq = ack;
                     true
                 } else {
-                    !le(u.nextseq, ack)
+                    let keep = !le(u.nextseq, ack);
+                    retired_retx |= !keep && u.retransmitted;
+                    keep
                 }
             };
             // A cumulative ACK mostly retires segments at the front. Popping those first leaves
@@ -578,6 +589,9 @@ impl TcpState {
                 rev.segments.pop_front();
             }
             rev.segments.retain_mut(settle);
+            if sample.is_none() && !retired_retx {
+                sample = timed;
+            }
             // An ACK riding on new data was held back for that data (a request after think
             // time): it times the client's application, not the path.
             if seglen > 0 {
@@ -614,12 +628,16 @@ impl TcpState {
                 }
                 fwd.tsvals.push_back((tsval, now));
             }
-            if flags & TCP_ACK != 0 && out.rtt_ns.is_none() && seglen == 0 {
+            // Only the first echo of a TSval times it: later ones repeat it because the
+            // receiver echoes the segment that last advanced its window (RFC 7323 §4.3), so a
+            // duplicate ACK after a loss would otherwise time the whole recovery. The first echo
+            // is consumed even when the sequence numbers already gave this ACK its sample.
+            if flags & TCP_ACK != 0 {
                 if let Some(pos) = rev.tsvals.iter().position(|(v, _)| *v == tsecr) {
                     let (_, sent) = rev.tsvals[pos];
                     rev.tsvals.drain(..=pos);
                     let r = now - sent;
-                    if r >= 0 {
+                    if r >= 0 && out.rtt_ns.is_none() && seglen == 0 {
                         rev.rtt.add(r);
                         out.rtt_ns = Some(r);
                     }

@@ -1,6 +1,7 @@
 //! Session-level behavior on small hand-made captures: per-file accounting and how output leaves
 //! the session.
 
+use arrow_array::Array;
 use tailscope_signatures::session::{Session, SessionConfig};
 
 /// A raw-IPv4 pcap (microsecond timestamps) of (microseconds, TCP segment) records.
@@ -102,4 +103,105 @@ fn queries_of_an_open_flow_are_written_as_they_complete() {
 #[test]
 fn queries_the_flow_verdicts_may_change_wait_for_the_flow() {
     assert_eq!(drain_queries(&chatty(100, 50_000), 64), (0, 0, 100));
+}
+
+/// A TCP segment with the timestamp option (NOP, NOP, TS).
+fn tcp_ts(c2s: bool, seq: u32, ack: u32, flags: u8, payload: usize, tsval: u32, tsecr: u32) -> Vec<u8> {
+    let mut p = tcp(c2s, seq, ack, flags, 0);
+    p[32] = 8 << 4; // data offset: 20 + 12 option bytes
+    p.extend_from_slice(&[1, 1, 8, 10]);
+    p.extend_from_slice(&tsval.to_be_bytes());
+    p.extend_from_slice(&tsecr.to_be_bytes());
+    p.extend(std::iter::repeat_n(b'x', payload));
+    let total = p.len() as u16;
+    p[2..4].copy_from_slice(&total.to_be_bytes());
+    p
+}
+
+/// Only the first echo of a TSval is an RTT sample. The receiver keeps echoing the segment that
+/// last advanced its window (RFC 7323 §4.3) while a hole is open, so a duplicate ACK long after a
+/// loss repeats an old TSval; timing it would measure the recovery (it gave the lab's tail-loss
+/// flows 170 ms samples on a 40 ms path, and bufferbloat verdicts with them).
+#[test]
+fn a_repeated_timestamp_echo_is_not_an_rtt_sample() {
+    let (c, s) = (1000u32, 5000u32);
+    let records = vec![
+        (0u64, tcp_ts(true, c, 0, 0x02, 0, 1, 0)),
+        (10, tcp_ts(false, s, c + 1, 0x12, 0, 100, 1)),
+        (20, tcp_ts(true, c + 1, s + 1, 0x10, 0, 2, 100)),
+        (1_000, tcp_ts(true, c + 1, s + 1, 0x18, 100, 3, 100)),
+        // three segments of the response, all with TSval 200; the second is lost downstream
+        (2_000, tcp_ts(false, s + 1, c + 101, 0x10, 1000, 200, 3)),
+        (2_001, tcp_ts(false, s + 1001, c + 101, 0x10, 1000, 200, 3)),
+        (2_002, tcp_ts(false, s + 2001, c + 101, 0x18, 1000, 200, 3)),
+        // the first is acked 40 ms later: a sequence sample, and the first echo of 200
+        (42_000, tcp_ts(true, c + 101, s + 1001, 0x10, 0, 50, 200)),
+        // the third arrived out of order: a duplicate ACK echoing 200 again, 248 ms after it was sent
+        (250_000, tcp_ts(true, c + 101, s + 1001, 0x10, 0, 60, 200)),
+        // the hole is repaired; the ACK of everything echoes the resend's TSval: a 40 ms echo sample
+        (260_000, tcp_ts(false, s + 1001, c + 101, 0x10, 1000, 460, 60)),
+        (300_000, tcp_ts(true, c + 101, s + 3001, 0x10, 0, 70, 460)),
+    ];
+    let mut sess = Session::new(SessionConfig::default(), "t");
+    let mut cur = sess.open_bytes(pcap(&records), "t").expect("a capture");
+    while !cur.done {
+        sess.step(&mut cur, 1000);
+    }
+    sess.finish();
+    let packets = sess.drain(true).packets.expect("packet rows");
+    let rtt = packets.column_by_name("rtt_ns").expect("rtt_ns");
+    let rtt = rtt.as_any().downcast_ref::<arrow_array::Int64Array>().expect("int64");
+    let samples: Vec<Option<i64>> = (7..11).map(|i| rtt.is_valid(i).then(|| rtt.value(i))).collect();
+    assert_eq!(samples, vec![Some(40_000_000), None, None, Some(40_000_000)]);
+}
+
+/// Run a capture through a session and return the packets table.
+fn packets_of(records: &[(u64, Vec<u8>)]) -> arrow_array::RecordBatch {
+    let mut sess = Session::new(SessionConfig::default(), "t");
+    let mut cur = sess.open_bytes(pcap(records), "t").expect("a capture");
+    while !cur.done {
+        sess.step(&mut cur, 1000);
+    }
+    sess.finish();
+    sess.drain(true).packets.expect("packet rows")
+}
+
+/// A timeout inside fast recovery starts Linux's loss state, which lasts until everything sent
+/// before the timeout is acknowledged (tcp_enter_loss: high_seq = snd_nxt). Its go-back-N resends
+/// leave right after ACKs but are the RTO's, also past the point where fast recovery would have
+/// ended (the lab's policing_shared_x4 showed them as fast retransmits).
+#[test]
+fn resends_in_loss_state_after_a_stalled_fast_recovery_are_rto() {
+    let (c, s) = (1000u32, 5000u32);
+    let mut records = vec![
+        (0u64, tcp(true, c, 0, 0x02, 0)),
+        (10, tcp(false, s, c + 1, 0x12, 0)),
+        (20, tcp(true, c + 1, s + 1, 0x10, 0)),
+        (1_000, tcp(true, c + 1, s + 1, 0x18, 100)),
+    ];
+    // four segments; the first is lost downstream
+    for i in 0..4u32 {
+        records.push((2_000 + u64::from(i), tcp(false, s + 1 + 1000 * i, c + 101, 0x10, 1000)));
+    }
+    for i in 0..3u64 {
+        records.push((42_000 + i, tcp(true, c + 101, s + 1, 0x10, 0))); // duplicate ACKs
+    }
+    records.push((42_010, tcp(false, s + 1, c + 101, 0x10, 1000))); // fast retransmit (frame 12)
+    records.push((42_020, tcp(false, s + 4001, c + 101, 0x10, 1000))); // new data in recovery
+    records.push((42_021, tcp(false, s + 5001, c + 101, 0x10, 1000)));
+    // nothing comes back: the retransmission timer fires (frame 15)
+    records.push((1_600_000, tcp(false, s + 1, c + 101, 0x10, 1000)));
+    // the ACK passes fast recovery's point (s + 4001) but not the timeout's (s + 6001); the
+    // segments after it are resent at once, go-back-N (frames 17, 18)
+    records.push((1_640_000, tcp(true, c + 101, s + 4001, 0x10, 0)));
+    records.push((1_640_010, tcp(false, s + 4001, c + 101, 0x10, 1000)));
+    records.push((1_640_011, tcp(false, s + 5001, c + 101, 0x10, 1000)));
+    let packets = packets_of(&records);
+    let cause = packets.column_by_name("retx_cause").expect("retx_cause");
+    let cause = cause.as_any().downcast_ref::<arrow_array::StringArray>().expect("utf8");
+    let frame = packets.column_by_name("frame").expect("frame");
+    let frame = frame.as_any().downcast_ref::<arrow_array::UInt64Array>().expect("u64 frames");
+    let by_frame = |f: u64| (0..packets.num_rows()).find(|&i| frame.value(i) == f).map(|i| cause.is_valid(i).then(|| cause.value(i).to_string()));
+    let causes: Vec<_> = [12u64, 15, 17, 18].iter().map(|&f| by_frame(f).flatten()).collect();
+    assert_eq!(causes, [Some("fast_retransmit"), Some("rto"), Some("rto"), Some("rto")].map(|c| c.map(String::from)));
 }

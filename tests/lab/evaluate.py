@@ -363,8 +363,13 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Eval
                 if ep.flow == key and ep.dir == p["direction"] and _in_range(p["seq"], ep.seq_start, ep.seq_end):
                     hit = ep
                     break
+            ft = t.flows.get(key)
             if hit is not None:
                 matched.add(id(hit))
+            elif ft is not None and ft.tails_unknown:
+                # nftables drops are counted, not logged per packet: whether this tail was dropped
+                # is unknown, so it is not scored either way (as the episodes of such flows)
+                continue
             elif (key, p["direction"], p["seq"]) not in fp_seen:
                 fp_seen.add((key, p["direction"], p["seq"]))
                 tr = t.retx_by_frame().get(p["frame"])
