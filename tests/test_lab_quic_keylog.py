@@ -8,7 +8,7 @@ ways, bursty loss at response tails, reordering) run once in a module fixture th
 SSLKEYLOGFILE. The table is printed and written to <pytest tmp>/lab-quic-keylog*/keylog-table.txt.
 Targets >= 0.95; where tailscope does not reach one, the test is a strict xfail naming why. The
 causes of losses outside reordering vary around the target from run to run (a few packets whose
-trigger depends on the sender's clock): they are `lab_targets`, run by hand like the TCP ones.
+trigger depends on the sender's clock): they are `lab_targets`, run by hand (the TCP signature targets gate CI).
 
 Needs root, the lab's tools and aioquic (test extra).
 """

@@ -10,7 +10,10 @@ counts TP/FP/FN per signature. The table is printed (also without -s), written t
 Targets (the issue): >= 0.95 precision and recall for SYN and SYN-ACK loss, tail loss, the RTO vs
 fast-retransmit cause, and flow-level reordering, policing and bufferbloat; no signature at all in
 the clean scenarios. SYN loss before the capture point is reported, not scored: a server-side
-capture cannot see it (truth.py). Needs root and the lab's tools; ~40 s on 2 cores.
+capture cannot see it (truth.py). The targets gate CI: the variants have enough occurrences that
+one odd decision moves a per-packet or per-episode score by at most ~0.025 (flow-level signatures
+have 6-8 positives each and have been exact in every run). Needs root and the lab's tools; ~35 s
+on 2 cores.
 """
 from __future__ import annotations
 
@@ -85,7 +88,6 @@ def test_print_table(evaluation, request, capsys):
         print(f"\n{evaluation.table}\n(written to {evaluation.table_path})")
 
 
-@pytest.mark.lab_targets
 def test_runs_are_trustworthy(evaluation):
     """Every scenario ran and the lab saw no loss it did not log (else the truth is incomplete)."""
     bad = {n: (r if isinstance(r, Exception) else r.problems) for n, r in evaluation.results.items()
@@ -93,7 +95,6 @@ def test_runs_are_trustworthy(evaluation):
     assert not bad, bad
 
 
-@pytest.mark.lab_targets
 def test_truth_agrees_with_the_senders_counters(evaluation):
     """The replayed retransmission causes (truth.py) match what the senders' kernels counted:
     TCPFastRetrans, TCPSlowStartRetrans, TCPTimeouts, TCPLossProbes."""
@@ -102,14 +103,12 @@ def test_truth_agrees_with_the_senders_counters(evaluation):
     assert not bad, bad
 
 
-@pytest.mark.lab_targets
 def test_truth_joins_the_capture(evaluation):
     """Every captured frame found its relay record and vice versa."""
     bad = [w for w in evaluation.warnings if "relay record" in w or "no flow" in w]
     assert not bad, bad[:10]
 
 
-@pytest.mark.lab_targets
 @pytest.mark.parametrize("signature", TARGETED)
 def test_target(evaluation, signature):
     row = evaluation.row(signature)
@@ -119,14 +118,12 @@ def test_target(evaluation, signature):
     assert precision_ok and recall_ok, _why(evaluation, row)
 
 
-@pytest.mark.lab_targets
 def test_clean_runs_have_no_signature(evaluation):
     row = evaluation.row("no signature in clean runs")
     assert row.tp + row.fp > 0
     assert row.fp == 0, _why(evaluation, row)
 
 
-@pytest.mark.lab_targets
 def test_syn_loss_before_the_capture_point_is_not_claimed(evaluation):
     """The relay drops these SYNs before the server's capture: the server sees one SYN, so any
     syn_loss there would be a guess (reported as 'not observable', not as recall)."""

@@ -372,8 +372,9 @@ impl TcpState {
             let cause = classify(fwd, rev, ta, seq, seglen, flags, now, pk.ip_id, original, copy_fields);
             ta |= cause;
             // Tail loss: a timer-driven recovery (RTO or TLP) with nothing above the hole acked
-            // or SACKed, so the last segment(s) of the burst were what was lost.
-            if cause & (RETX_RTO | RETX_TLP) != 0 && flags & TCP_SYN == 0 && fwd.recovery.is_none() {
+            // or SACKed, so the last segment(s) of the burst were what was lost. Data only: a lost
+            // bare FIN (or SYN) delays no response.
+            if cause & (RETX_RTO | RETX_TLP) != 0 && seglen > 0 && flags & TCP_SYN == 0 && fwd.recovery.is_none() {
                 // Everything beyond the cumulative ACK is outstanding and un-SACKed: the burst
                 // lost its end (one segment or several), and a timer had to notice.
                 let nothing_above = le(rev.lastack, seq) && rev.sack_high.is_none_or(|h| le(h, rev.lastack));
