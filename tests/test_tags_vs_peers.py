@@ -191,15 +191,17 @@ TCPTRACE_DIFFERENCES = {
             "counts frame 3 as the first packet of a second connection."),
     },
     ("tls_multiple_synack_different_seq.pcapng", _k("10.10.10.1", 443, "192.168.0.1", 59927)): {
-        "tcptrace": (0, 1), "ours": (0, 5),
+        "tcptrace": (0, 1), "ours": (0, 0),
         "only_tcptrace": {2: SYN_FIN_ONLY},
-        "only_ours": {6: BUG, 7: BUG, 8: BUG, 9: BUG, 10: BUG},
-        "why": ("frame 2 repeats the SYN-ACK of frame 1 (tcptrace: hardware dup). BUG: the server "
+        "only_ours": {},
+        "why": ("frame 2 repeats the SYN-ACK of frame 1 (tcptrace: hardware dup). The server "
             "answers with SYN-ACKs of three different ISNs (frames 1-2, 3, 4); the client acks the "
             "last one (frame 5 acks 2829651201 = frame 4's ISN + 1) and frames 6-10 are the first "
-            "transmission of server bytes 2829651201 onward. We count them (cause rto) because "
-            "frame 3's larger ISN left Wireshark's highest-sequence mark above them; see "
-            "test_new_isn_synack_data_is_not_retransmission."),
+            "transmission of server bytes 2829651201 onward. Wireshark's mark stays at frame 1's "
+            "ISN + 1 (238755596; the ISNs of frames 3 and 4 lie 2.6e9 above it, behind it in "
+            "32-bit sequence arithmetic), so tshark flags 6-10 retransmissions; our judgement "
+            "restarts the server's sequence state at the ISN the client acked and counts none "
+            "(docs/signatures.md; test_new_isn_synack_data_is_not_retransmission)."),
     },
     ("ipv6-http-atomic-frag.pcap", _k("2001:db8:1::2", 36951, "2001:db8:1::1", 80)): {
         "tcptrace": (4, 0), "ours": (1, 0),
@@ -403,13 +405,12 @@ def _packets(corpus_packets, name: str, frames) -> list[dict]:
     return [pk[f] for f in frames]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "our retransmission judgement trusts Wireshark's flag, whose 'highest sequence sent' stays at "
-    "the ISN of an abandoned SYN-ACK (frame 3, 2859879429) above the ISN the client accepted "
-    "(frame 4, 2829651200): frames 6-10 are the first transmission of server bytes 2829651201 "
-    "onward and are counted as RTO retransmissions. A SYN-ACK with a new ISN that the client "
-    "acks should restart the server direction's sequence state."))
 def test_new_isn_synack_data_is_not_retransmission(corpus_packets, corpus_flows):
+    """Frames 6-10 are the first transmission of server bytes 2829651201 onward (the client's
+    frame 5 acks frame 4's ISN 2829651200 + 1). Wireshark's mark stays at frame 1's ISN + 1,
+    238755596, ahead of them in sequence arithmetic (the ISNs of frames 3 and 4 are 2.6e9 above
+    it), so it flags them; a SYN-ACK with a new ISN that the client acks restarts the server
+    direction's sequence state of our judgement."""
     name = "tls_multiple_synack_different_seq.pcapng"
     assert [p["retx_cause"] for p in _packets(corpus_packets, name, range(6, 11))] == [None] * 5
     (flow,) = corpus_flows[name]

@@ -429,8 +429,9 @@ impl Session {
             push("syn_retransmission", None, retx_delay);
         } else if mask & tags::SYNACK_RETRANSMISSION != 0 {
             push("synack_retransmission", None, retx_delay);
-        } else if mask & tags::RETRANSMISSION != 0 {
-            push("retransmission", tags::cause_name(mask), retx_delay);
+        } else if let Some(cause) = tags::cause_name(mask).filter(|_| mask & tags::RETRANSMISSION != 0) {
+            // Retransmissions as tailscope judges them (a cause); Wireshark's flag alone is not one.
+            push("retransmission", Some(cause), retx_delay);
         }
         if mask & tags::TAIL_LOSS != 0 {
             push("tail_loss", tags::cause_name(mask), retx_delay);

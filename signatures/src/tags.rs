@@ -19,7 +19,8 @@ pub const KEEP_ALIVE_ACK: u32 = 1 << 13;
 pub const SYN_RETRANSMISSION: u32 = 1 << 14;
 pub const SYNACK_RETRANSMISSION: u32 = 1 << 15;
 /// Retransmission causes (Tstat classes, refined with RFC 8985 and RFC 6298): exactly one is set
-/// on every packet tagged `retransmission`.
+/// on every packet tailscope judges a retransmission. (`retransmission` itself is Wireshark's
+/// flag: a packet can carry it without a cause when our judgement differs.)
 pub const RETX_RTO: u32 = 1 << 16;
 pub const RETX_FAST: u32 = 1 << 17;
 pub const RETX_TLP: u32 = 1 << 18;

@@ -26,6 +26,9 @@ const TLP_MIN_SRTTS: f64 = 1.0;
 const MAX_TSVALS: usize = 64;
 /// Holes remembered per direction.
 const MAX_HOLES: usize = 64;
+/// SYN-ACK initial sequence numbers remembered per flow (a server answering repeated SYNs with
+/// new ISNs, e.g. SYN cookies).
+const MAX_SYNACK_ISNS: usize = 4;
 /// A hole filled within this share of the path's minimum RTT cannot have been filled by a
 /// retransmission (that needs at least a round trip to the sender): it is reordering.
 const REORDER_RTT_SHARE: f64 = 0.5;
@@ -81,6 +84,7 @@ pub enum RecoveryKind {
 /// what the cause classification needs).
 #[derive(Debug, Clone)]
 pub struct DirSeq {
+    /// Wireshark's "next expected" (highest sequence seen + 1): drives the peer-compatible tags.
     nextseq: u32,
     nextseq_ts: i64,
     maxseqtobeacked: u32,
@@ -111,6 +115,10 @@ pub struct DirSeq {
     last_advance_ts: Option<i64>,
     /// Recent retransmissions of this direction: (seq, end, tags, delay), for D-SACK checks.
     recent_retx: VecDeque<(u32, u32, u32, i64)>,
+    /// tailscope's highest sequence sent + 1 (0 unset), which our judgement uses: it moves as
+    /// `nextseq` does, except that it restarts when the client acknowledges a SYN-ACK with a new
+    /// ISN (docs/signatures.md).
+    high: u32,
 }
 
 impl Default for DirSeq {
@@ -138,6 +146,7 @@ impl Default for DirSeq {
             sack_holes: VecDeque::new(),
             recent_retx: VecDeque::new(),
             last_advance_ts: None,
+            high: 0,
         }
     }
 }
@@ -200,6 +209,10 @@ pub struct TcpState {
     first_synack_ts: Option<i64>,
     last_synack_ts: Option<i64>,
     syn_seq: Option<u32>,
+    /// Distinct ISNs of the server's SYN-ACKs, and the one the server direction's `high` counts
+    /// from (the first SYN-ACK's, until the client acknowledges another).
+    synack_isns: [Option<u32>; MAX_SYNACK_ISNS],
+    server_isn: Option<u32>,
     handshake_done: bool,
     /// Transmissions of the segment currently being retransmitted (by its start sequence).
     retx_run: Option<(u32, u32)>,
@@ -254,6 +267,9 @@ impl TcpState {
         let (seq, ack, flags, window, seglen, now) = (t.seq, t.ack, t.flags, u32::from(t.window), pk.seglen, pk.ts_ns);
         let syn_fin = flags & (TCP_SYN | TCP_FIN) != 0;
         let sfr = TCP_SYN | TCP_FIN | TCP_RST;
+        if pk.dir == 0 && flags & (TCP_SYN | TCP_ACK) == TCP_ACK {
+            self.restart_on_new_isn(ack, now);
+        }
         let (fwd, rev) = sender_and_peer(&mut self.dir, pk.dir);
         let mut ta = 0u32;
 
@@ -330,12 +346,17 @@ impl TcpState {
         }
 
         // --- our judgement: retransmission or reordering, then the cause -------------------
+        // Wireshark's flags say whether a segment is below its mark. Bytes at or above ours were
+        // never sent before (Wireshark's mark may count in an abandoned ISN's sequence space): a
+        // first transmission.
+        let fresh = fwd.high == 0 || !lt(seq, fwd.high);
+        let spurious = ta & SPURIOUS_RETRANSMISSION != 0;
         // Wireshark calls any hole-filler seen soon after the highest segment "out of order".
         // A segment from the host next to the capture cannot be reordered before it, so it is a
         // retransmission; one from the far side is reordering only if its hole was younger than
         // a retransmission could be (half the path's minimum RTT), else it was lost upstream.
-        let not_advanced = ta & (OUT_OF_ORDER | RETRANSMISSION) != 0 && ta & SPURIOUS_RETRANSMISSION == 0;
-        let mut is_retx = ta & RETRANSMISSION != 0;
+        let not_advanced = ta & (OUT_OF_ORDER | RETRANSMISSION) != 0 && !spurious && !fresh;
+        let mut is_retx = spurious || (ta & RETRANSMISSION != 0 && !fresh);
         let mut reorder_ns = None;
         if not_advanced {
             let local = self.vantage.local_dir() == Some(pk.dir);
@@ -397,7 +418,7 @@ impl TcpState {
                 // A timeout inside fast recovery turns the episode into an RTO one.
                 (Some(RecoveryKind::Rto), Some((RecoveryKind::Fast, point))) => fwd.recovery = Some((RecoveryKind::Rto, point)),
                 (Some(k), None) => {
-                    fwd.recovery = Some((k, fwd.nextseq));
+                    fwd.recovery = Some((k, fwd.high));
                     fwd.recovery_since = Some(now);
                 }
                 // After a probe, the RTO or fast recovery that follows takes the episode over.
@@ -429,12 +450,6 @@ impl TcpState {
                 }
             }
         }
-        if ta & LOST_SEGMENT != 0 {
-            if fwd.holes.len() >= MAX_HOLES {
-                fwd.holes.pop_front();
-            }
-            fwd.holes.push_back((fwd.nextseq, seq, now));
-        }
         if flags & TCP_SYN != 0 {
             self.note_syn(pk.dir, flags, seq, now, &mut ta);
         }
@@ -442,7 +457,9 @@ impl TcpState {
         // --- finished_checking_retransmission_type: state updates ------------------------
         let (fwd, rev) = sender_and_peer(&mut self.dir, pk.dir);
         let nextseq = seq.wrapping_add(seglen).wrapping_add(u32::from(syn_fin));
-        let highest = if fwd.nextseq == 0 || gt(nextseq, fwd.nextseq) { nextseq } else { fwd.nextseq };
+        let beyond_high = fwd.high == 0 || gt(nextseq, fwd.high);
+        let advances = beyond_high && ta & ZERO_WINDOW_PROBE == 0;
+        let highest = if beyond_high { nextseq } else { fwd.high };
         let bif = if rev.lastack != 0 { highest.wrapping_sub(rev.lastack) } else { 0 };
         let bif = if bif > 1 << 30 { 0 } else { bif };
         let mut tx_idx = None;
@@ -484,6 +501,16 @@ impl TcpState {
         if (fwd.nextseq == 0 || gt(nextseq, fwd.nextseq)) && ta & ZERO_WINDOW_PROBE == 0 {
             fwd.nextseq = nextseq;
             fwd.nextseq_ts = now;
+        }
+        if advances {
+            // Bytes skipped on our mark: lost before the capture (or not captured).
+            if fwd.high != 0 && gt(seq, fwd.high) && flags & TCP_RST == 0 {
+                if fwd.holes.len() >= MAX_HOLES {
+                    fwd.holes.pop_front();
+                }
+                fwd.holes.push_back((fwd.high, seq, now));
+            }
+            fwd.high = nextseq;
         }
         if (fwd.maxseqtobeacked == 0 || seq == fwd.maxseqtobeacked) && ta & ZERO_WINDOW_PROBE == 0 {
             fwd.maxseqtobeacked = fwd.nextseq;
@@ -591,7 +618,7 @@ impl TcpState {
                     self.path.rtt(r, bif);
                 }
             }
-            if pk.dir == 0 && ack == rev.nextseq && rev.nextseq != 0 {
+            if pk.dir == 0 && ack == rev.high && rev.high != 0 {
                 self.path.drained(now);
             }
             if let Some((_, point)) = rev.recovery {
@@ -662,7 +689,7 @@ impl TcpState {
             ts_ns: now,
             new_data,
             ack: (flags & TCP_ACK != 0).then_some(ack),
-            server_next_seq: self.dir[1].nextseq,
+            server_next_seq: self.dir[1].high,
             tags: ta,
             retx_delay_ns: out.retx_delay_ns,
             synack: pk.dir == 1 && flags & (TCP_SYN | TCP_ACK) == TCP_SYN | TCP_ACK,
@@ -693,6 +720,13 @@ impl TcpState {
             }
             self.last_syn_ts = Some(now);
         } else if is_synack && dir == 1 {
+            if self.server_isn.is_none() {
+                self.server_isn = Some(seq);
+            }
+            if !self.synack_isns.contains(&Some(seq)) {
+                self.synack_isns.rotate_right(1);
+                self.synack_isns[0] = Some(seq);
+            }
             if let Some(first) = self.first_synack_ts {
                 *ta |= SYNACK_RETRANSMISSION;
                 self.stats.synack_retx += 1;
@@ -704,6 +738,35 @@ impl TcpState {
                 }
             }
             self.last_synack_ts = Some(now);
+        }
+    }
+
+    /// The client acknowledges the ISN + 1 of a server SYN-ACK other than the one the server
+    /// direction's sequence state counts from (and no byte of that state's sequence space): the
+    /// client took that SYN-ACK, so the server's data starts there. Restart our judgement's
+    /// sequence state for the server's direction (Wireshark's, for the tags, goes on).
+    fn restart_on_new_isn(&mut self, ack: u32, now: i64) {
+        let isn = ack.wrapping_sub(1);
+        let Some(current) = self.server_isn else { return };
+        if isn == current || !self.synack_isns.contains(&Some(isn)) {
+            return;
+        }
+        let d = &mut self.dir[1];
+        if gt(ack, current) && le(ack, d.high) {
+            return; // it acknowledges bytes of the current sequence space
+        }
+        self.server_isn = Some(isn);
+        d.high = ack;
+        d.segments.retain(|u| u.seq == isn); // the SYN-ACK it answers
+        d.holes.clear();
+        d.sack_holes.clear();
+        d.recent_retx.clear();
+        d.recovery = None;
+        d.tail_episode = false;
+        // The handshake's recovery (SYN-ACKs repeated) ends here, as the ACK of a repeated
+        // SYN-ACK with the same ISN would end it.
+        if let Some(since) = d.recovery_since.take() {
+            self.stats.recovery_ns += now - since;
         }
     }
 
@@ -883,7 +946,7 @@ fn classify(
     if probed {
         return RETX_RTO; // a probe fires once per episode; the next timer is the RTO
     }
-    let highest = seq.wrapping_add(seglen) == fwd.nextseq;
+    let highest = seq.wrapping_add(seglen) == fwd.high;
     if highest && dupacks == 0 && !sacked_above && gap as f64 >= TLP_MIN_SRTTS * srtt as f64 {
         return RETX_TLP;
     }
@@ -891,4 +954,54 @@ fn classify(
         return RETX_FAST;
     }
     RETX_UNKNOWN
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+    const A: u16 = TCP_ACK;
+    const PA: u16 = TCP_ACK | 0x008;
+
+    /// One packet through the analysis: (direction 0 = c2s, time in ms, seq, ack, flags, payload
+    /// length, raw window, IPv4 ID).
+    #[allow(clippy::too_many_arguments)]
+    fn feed(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, flags: u16, len: u32, window: u16, ip_id: Option<u32>) -> Analysis {
+        let tcp = TcpInfo { seq, ack, flags, window, header_len: 20, ..TcpInfo::default() };
+        st.analyze(&PacketIn { dir, ts_ns: ms * MS, tcp: &tcp, seglen: len, ip_id, peer_window_shift: None })
+    }
+
+    fn cause(a: &Analysis) -> Option<&'static str> {
+        cause_name(a.tags)
+    }
+
+    /// tls_multiple_synack_different_seq.pcapng: the server answers with SYN-ACKs of different
+    /// ISNs and the client acknowledges a later one. Its data is a first transmission, although
+    /// Wireshark's mark (from the first ISN) still flags it; a real resend is still one.
+    #[test]
+    fn acked_new_isn_restarts_the_server_sequence() {
+        let (c, s1) = (3_420_771_759u32, 238_755_595u32);
+        let s2 = 2_829_651_200u32; // 2.6e9 above s1: behind it in sequence arithmetic
+        let mut st = TcpState::default();
+        feed(&mut st, 0, 0, c - 1, 0, TCP_SYN, 0, 65535, None);
+        feed(&mut st, 1, 1, s1, c, TCP_SYN | A, 0, 65535, None);
+        let again = feed(&mut st, 1, 3_000, s1, c, TCP_SYN | A, 0, 65535, None);
+        assert_ne!(again.tags & SYNACK_RETRANSMISSION, 0, "same ISN: a SYN-ACK retransmission");
+        let new_isn = feed(&mut st, 1, 9_000, s2, c, TCP_SYN | A, 0, 65535, None);
+        assert_ne!(new_isn.tags & SYNACK_RETRANSMISSION, 0, "still a repeated answer to the handshake");
+        feed(&mut st, 0, 9_300, c, s2 + 1, PA, 517, 8192, None);
+        for (i, len) in [96u32, 1360, 1360].iter().enumerate() {
+            let off: u32 = [96u32, 1360, 1360][..i].iter().sum();
+            let a = feed(&mut st, 1, 9_500, s2 + 1 + off, c + 517, PA, *len, 119, None);
+            assert_ne!(a.tags & RETRANSMISSION, 0, "Wireshark's flag stays (tshark agrees)");
+            assert_eq!((cause(&a), a.retx_delay_ns), (None, None), "segment {i} is a first transmission");
+        }
+        assert_eq!(st.stats.retx_packets, [0, 0]);
+        assert_eq!(st.dir[1].high, s2 + 1 + 96 + 2720);
+        // The client never acks the last segment: its resend 2 s later is a retransmission.
+        let resend = feed(&mut st, 1, 11_500, s2 + 1 + 1456, c + 517, PA, 1360, 119, None);
+        assert_eq!(cause(&resend), Some("rto"));
+        assert_eq!(st.stats.retx_packets, [0, 1]);
+    }
 }
