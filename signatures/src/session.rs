@@ -439,6 +439,7 @@ impl Session {
         for (bit, name) in [
             (tags::OUT_OF_ORDER, "out_of_order"),
             (tags::LOST_SEGMENT, "lost_segment"),
+            (tags::BAD_SEQ, "bad_seq"),
             (tags::ZERO_WINDOW, "zero_window"),
             (tags::QUIC_INITIAL_RETRANSMISSION, "quic_initial_retransmission"),
             (tags::QUIC_MIGRATION, "quic_migration"),

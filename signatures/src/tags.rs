@@ -45,8 +45,12 @@ pub const RETX_TIME_THRESHOLD: u32 = 1 << 28;
 pub const RETX_PTO: u32 = 1 << 29;
 /// With a key log: this ACK acknowledges a QUIC packet its sender had declared lost.
 pub const QUIC_SPURIOUS_ACK: u32 = 1 << 30;
+/// A TCP sequence number tailscope does not trust (damaged): the segment starts far beyond the
+/// window its receiver advertised, or is a copy of the sender's previous packet (same IPv4 ID)
+/// ending elsewhere. It does not move the sequence mark our retransmission judgement uses.
+pub const BAD_SEQ: u32 = 1 << 31;
 
-pub const ALL: [(u32, &str); 31] = [
+pub const ALL: [(u32, &str); 32] = [
     (RETRANSMISSION, "retransmission"),
     (FAST_RETRANSMISSION, "fast_retransmission"),
     (SPURIOUS_RETRANSMISSION, "spurious_retransmission"),
@@ -78,6 +82,7 @@ pub const ALL: [(u32, &str); 31] = [
     (RETX_TIME_THRESHOLD, "retx_time_threshold"),
     (RETX_PTO, "retx_pto"),
     (QUIC_SPURIOUS_ACK, "quic_spurious_ack"),
+    (BAD_SEQ, "bad_seq"),
 ];
 
 pub fn names(mask: u32) -> impl Iterator<Item = &'static str> {

@@ -26,6 +26,11 @@ const TLP_MIN_SRTTS: f64 = 1.0;
 const MAX_TSVALS: usize = 64;
 /// Holes remembered per direction.
 const MAX_HOLES: usize = 64;
+/// Window scale assumed for a peer whose handshake was not seen (RFC 7323's largest).
+const MAX_WSCALE: u8 = 14;
+/// How far past the peer's advertised window a segment may start before it is out of window,
+/// beyond one more window (ACKs the capture missed, a window that grew): see `beyond_window`.
+const WINDOW_SLACK: u64 = 65_535;
 /// SYN-ACK initial sequence numbers remembered per flow (a server answering repeated SYNs with
 /// new ISNs, e.g. SYN cookies).
 const MAX_SYNACK_ISNS: usize = 4;
@@ -116,9 +121,19 @@ pub struct DirSeq {
     /// Recent retransmissions of this direction: (seq, end, tags, delay), for D-SACK checks.
     recent_retx: VecDeque<(u32, u32, u32, i64)>,
     /// tailscope's highest sequence sent + 1 (0 unset), which our judgement uses: it moves as
-    /// `nextseq` does, except that it restarts when the client acknowledges a SYN-ACK with a new
-    /// ISN (docs/signatures.md).
+    /// `nextseq` does, except that a segment with a damaged sequence number (`BAD_SEQ`) does not
+    /// move it, a FIN on a RST takes no sequence number, and it restarts when the client
+    /// acknowledges a SYN-ACK with a new ISN (docs/signatures.md).
     high: u32,
+    /// The ACK number and raw window of this direction's latest packet with the ACK flag, and
+    /// whether it was a SYN (whose window is never scaled).
+    adv: Option<(u32, u16, bool)>,
+    /// This direction's previous packet: its IPv4 ID and where its sequence range ends (for
+    /// telling a damaged copy of it).
+    prev: Option<(u32, u32)>,
+    /// This sender gave two different segments the same IPv4 ID (a constant ID): its IDs do not
+    /// tell copies.
+    ip_id_reused: bool,
 }
 
 impl Default for DirSeq {
@@ -147,6 +162,9 @@ impl Default for DirSeq {
             recent_retx: VecDeque::new(),
             last_advance_ts: None,
             high: 0,
+            adv: None,
+            prev: None,
+            ip_id_reused: false,
         }
     }
 }
@@ -270,6 +288,10 @@ impl TcpState {
         if pk.dir == 0 && flags & (TCP_SYN | TCP_ACK) == TCP_ACK {
             self.restart_on_new_isn(ack, now);
         }
+        // The peer's window scale; the largest possible when the handshake was not seen (both
+        // SYNs seen without scaling on both: none).
+        let handshake_seen = self.first_syn_ts.is_some() && self.first_synack_ts.is_some();
+        let peer_shift = pk.peer_window_shift.unwrap_or(if handshake_seen { 0 } else { MAX_WSCALE });
         let (fwd, rev) = sender_and_peer(&mut self.dir, pk.dir);
         let mut ta = 0u32;
 
@@ -346,9 +368,31 @@ impl TcpState {
         }
 
         // --- our judgement: retransmission or reordering, then the cause -------------------
+        // Where this segment's sequence range ends on our mark: a FIN (or SYN) on a RST takes no
+        // sequence number (the receiver acts on the RST, RFC 9293 §3.10.7.4).
+        let end = seq.wrapping_add(seglen).wrapping_add(u32::from(syn_fin && flags & TCP_RST == 0));
+        // Sequence numbers we do not trust, which must not move our mark (`bad_seq`): a segment
+        // starting far beyond the window the peer advertised, which the receiver would drop
+        // (RFC 9293 §3.10.7.4); and a copy of the sender's previous packet (the same IPv4 ID: one
+        // datagram seen twice) whose range ends elsewhere, beyond our mark: one of the two copies
+        // was damaged, and this one claims bytes nothing else shows were sent. A sender whose
+        // next segment carries the same ID (new data right after the previous packet's range)
+        // reuses IDs, which then tell nothing.
+        let oow = flags & TCP_SYN == 0 && beyond_window(rev, seq, peer_shift);
+        let beyond_mark = fwd.high == 0 || gt(end, fwd.high);
+        let same_id_as = fwd.prev.filter(|&(id, _)| id != 0 && pk.ip_id == Some(id)).map(|(_, e)| e);
+        if same_id_as == Some(seq) && end != seq {
+            fwd.ip_id_reused = true;
+        }
+        let bad_copy = !fwd.ip_id_reused && same_id_as.is_some_and(|e| e != end) && beyond_mark;
+        fwd.prev = pk.ip_id.map(|id| (id, end));
+        let bad_seq = oow || bad_copy;
+        if bad_seq {
+            ta |= BAD_SEQ;
+        }
         // Wireshark's flags say whether a segment is below its mark. Bytes at or above ours were
-        // never sent before (Wireshark's mark may count in an abandoned ISN's sequence space): a
-        // first transmission.
+        // never sent before (Wireshark's mark may have been lifted by a damaged segment, or count
+        // in an abandoned ISN's sequence space): a first transmission.
         let fresh = fwd.high == 0 || !lt(seq, fwd.high);
         let spurious = ta & SPURIOUS_RETRANSMISSION != 0;
         // Wireshark calls any hole-filler seen soon after the highest segment "out of order".
@@ -457,9 +501,9 @@ impl TcpState {
         // --- finished_checking_retransmission_type: state updates ------------------------
         let (fwd, rev) = sender_and_peer(&mut self.dir, pk.dir);
         let nextseq = seq.wrapping_add(seglen).wrapping_add(u32::from(syn_fin));
-        let beyond_high = fwd.high == 0 || gt(nextseq, fwd.high);
+        let beyond_high = !bad_seq && beyond_mark;
         let advances = beyond_high && ta & ZERO_WINDOW_PROBE == 0;
-        let highest = if beyond_high { nextseq } else { fwd.high };
+        let highest = if beyond_high { end } else { fwd.high };
         let bif = if rev.lastack != 0 { highest.wrapping_sub(rev.lastack) } else { 0 };
         let bif = if bif > 1 << 30 { 0 } else { bif };
         let mut tx_idx = None;
@@ -477,7 +521,8 @@ impl TcpState {
         } else if pk.dir == 0 && seglen > 0 {
             self.path.request();
         }
-        if (seglen > 0 || syn_fin) && fwd.segments.len() < MAX_UNACKED {
+        // Nothing to wait for from a segment with a damaged sequence number.
+        if (seglen > 0 || syn_fin) && !bad_seq && fwd.segments.len() < MAX_UNACKED {
             let first_ts = now - out.retx_delay_ns.unwrap_or(0);
             fwd.segments.push_back(Unacked {
                 bif,
@@ -510,13 +555,16 @@ impl TcpState {
                 }
                 fwd.holes.push_back((fwd.high, seq, now));
             }
-            fwd.high = nextseq;
+            fwd.high = end;
         }
         if (fwd.maxseqtobeacked == 0 || seq == fwd.maxseqtobeacked) && ta & ZERO_WINDOW_PROBE == 0 {
             fwd.maxseqtobeacked = fwd.nextseq;
         }
         if flags & TCP_ACK != 0 && (fwd.lastack == 0 || gt(ack, fwd.lastack)) {
             fwd.last_advance_ts = Some(now);
+        }
+        if flags & TCP_ACK != 0 {
+            fwd.adv = Some((ack, t.window, flags & TCP_SYN != 0));
         }
         fwd.window = window;
         fwd.lastack = ack;
@@ -683,7 +731,7 @@ impl TcpState {
         if flags & (TCP_SYN | TCP_ACK) == TCP_SYN && pk.dir == 0 {
             self.queries.syn(now);
         }
-        let new_data = if out.retx_delay_ns.is_none() && ta & (KEEP_ALIVE | ZERO_WINDOW_PROBE) == 0 { seglen } else { 0 };
+        let new_data = if out.retx_delay_ns.is_none() && ta & (KEEP_ALIVE | ZERO_WINDOW_PROBE | BAD_SEQ) == 0 { seglen } else { 0 };
         self.queries.observe(&Seen {
             c2s: pk.dir == 0,
             ts_ns: now,
@@ -812,6 +860,19 @@ impl TcpState {
             s.zero_windows[dir] += 1;
         }
     }
+}
+
+/// Does a segment starting at `seq` lie beyond any window the peer (`rev`) advertised? The
+/// receiver accepts only segments starting below its ACK + window (RFC 9293 §3.10.7.4). Our view
+/// of that edge is the peer's latest ACK + window (`shift` applied, except on a SYN-ACK); it lags
+/// when the capture missed ACKs or the window grew, so one more window and `WINDOW_SLACK` are
+/// allowed. Unknowable without an ACK from the peer (as for Wireshark and tcptrace, the segment
+/// then counts), or when the allowance reaches half the sequence space.
+fn beyond_window(rev: &DirSeq, seq: u32, shift: u8) -> bool {
+    let Some((ack, win, syn)) = rev.adv else { return false };
+    let wnd = u64::from(win) << if syn { 0 } else { shift.min(MAX_WSCALE) };
+    let allowance = 2 * wnd + WINDOW_SLACK;
+    allowance < 1 << 31 && gt(seq, ack.wrapping_add(allowance as u32))
 }
 
 /// Remove the part of a recorded hole that `[seq, seq+len)` fills; the hole's age if it had one.
@@ -1003,5 +1064,69 @@ mod tests {
         let resend = feed(&mut st, 1, 11_500, s2 + 1 + 1456, c + 517, PA, 1360, 119, None);
         assert_eq!(cause(&resend), Some("rto"));
         assert_eq!(st.stats.retx_packets, [0, 1]);
+    }
+
+    /// reasm_crash_anon.pcapng frames 6-9: a pure ACK whose sequence number is damaged to 402 MB
+    /// ahead, a copy of it (same IPv4 ID) damaged differently, then the client's next request.
+    #[test]
+    fn damaged_sequence_numbers_do_not_move_the_mark() {
+        let (c, s) = (1_006_330_879u32, 3_717_323_610u32);
+        let mut st = TcpState::default(); // mid-stream: no handshake, window scale unknown
+        feed(&mut st, 0, 0, c, s, PA, 13, 8507, Some(0x18d));
+        feed(&mut st, 1, 1, s, c + 13, PA, 54, 453, Some(0xa51e));
+        // Without an ACK from the peer nothing is out of window (as for Wireshark and tcptrace):
+        let mut fresh = TcpState::default();
+        let far = feed(&mut fresh, 0, 0, c + 0x1800_0000, s, A, 0, 8507, Some(1));
+        assert_eq!(far.tags & BAD_SEQ, 0);
+        // 402 MB beyond the server's ACK, far past 2 x (453 << 14) + 64 KiB: damaged.
+        let bad = feed(&mut st, 0, 2, c + 13 + 0x1800_0000, s + 54, A, 12, 8507, Some(0x18f));
+        assert_ne!(bad.tags & BAD_SEQ, 0);
+        assert_ne!(bad.tags & LOST_SEGMENT, 0, "Wireshark's tag stays");
+        // Its copy, 32 bytes ahead: in the window, but the copies disagree and this one jumps.
+        let copy = feed(&mut st, 0, 3, c + 13 + 32, s + 54, A, 0, 8507, Some(0x18f));
+        assert_ne!(copy.tags & BAD_SEQ, 0);
+        assert_eq!(st.dir[0].high, c + 13);
+        let next = feed(&mut st, 0, 30_000, c + 13, s + 54, PA, 13, 8507, Some(0x190));
+        assert_ne!(next.tags & RETRANSMISSION, 0, "Wireshark's mark is 402 MB ahead");
+        assert_eq!((cause(&next), next.tags & TAIL_LOSS), (None, 0));
+        // An identical copy (capture duplicate) is no damage, and still a network duplicate.
+        let dup = feed(&mut st, 0, 30_000, c + 13, s + 54, PA, 13, 8507, Some(0x190));
+        assert_eq!((dup.tags & BAD_SEQ, cause(&dup)), (0, Some("network_duplicate")));
+        assert_eq!(st.stats.retx_packets, [1, 0]);
+    }
+
+    /// A sender with a constant (non-zero) IPv4 ID: its segments are not copies of each other,
+    /// even when one jumps past a hole.
+    #[test]
+    fn constant_ip_id_is_no_copy() {
+        let (c, s) = (1_000u32, 9_000u32);
+        let mut st = TcpState::default();
+        feed(&mut st, 1, 0, s, c, A, 0, 453, None);
+        for (i, at) in [0u32, 1000, 3000].iter().enumerate() {
+            let a = feed(&mut st, 0, 1 + i as i64, c + at, s, PA, 1000, 8507, Some(7));
+            assert_eq!(a.tags & BAD_SEQ, 0);
+        }
+        assert_eq!(st.dir[0].high, c + 4000);
+        let fill = feed(&mut st, 0, 500, c + 2000, s, PA, 1000, 8507, Some(7));
+        assert!(cause(&fill).is_some(), "the hole's bytes were sent before (lost upstream)");
+    }
+
+    /// reasm_crash_anon.pcapng frames 34-35: a FIN on a RST (damaged flags) takes no sequence
+    /// number on our mark, so the next request at the same sequence number is new data.
+    #[test]
+    fn fin_on_a_rst_takes_no_sequence_number() {
+        let (c, s) = (1_000u32, 9_000u32);
+        let mut st = TcpState::default();
+        feed(&mut st, 0, 0, c, s, PA, 13, 8507, None);
+        feed(&mut st, 1, 1, s, c + 13, PA, 54, 453, None);
+        let rst_fin = feed(&mut st, 0, 2, c + 13, s + 54, TCP_RST | TCP_FIN | A, 0, 59, None);
+        assert_eq!(st.dir[0].high, c + 13);
+        assert_eq!(cause(&rst_fin), None);
+        let next = feed(&mut st, 0, 30_000, c + 13, s + 54, PA, 13, 8507, None);
+        assert_eq!(cause(&next), None);
+        assert_eq!(st.dir[0].nextseq, c + 26);
+        // A plain FIN does take one.
+        feed(&mut st, 0, 30_001, c + 26, s + 54, TCP_FIN | A, 0, 8507, None);
+        assert_eq!(st.dir[0].high, c + 27);
     }
 }
