@@ -204,18 +204,18 @@ TCPTRACE_DIFFERENCES = {
             "(docs/signatures.md; test_new_isn_synack_data_is_not_retransmission)."),
     },
     ("ipv6-http-atomic-frag.pcap", _k("2001:db8:1::2", 36951, "2001:db8:1::1", 80)): {
-        "tcptrace": (4, 0), "ours": (1, 0),
-        "only_tcptrace": {5: PHANTOM, 10: PHANTOM, 11: PHANTOM},
+        "tcptrace": (4, 0), "ours": (0, 0),
+        "only_tcptrace": {5: PHANTOM, 8: PHANTOM, 10: PHANTOM, 11: PHANTOM},
         "only_ours": {},
         "why": ("the client's packets carry an 8-byte IPv6 extension header (Destination Options here; "
             "Hop-by-Hop, Routing or Fragment in the other connections). tcptrace takes the TCP "
             "payload length as the IPv6 payload length minus the TCP header, so each of them "
             "seems to carry 8 more bytes than it does, overlapping the previous one's phantom bytes "
             "(the SYN's cover byte 1): frames 5, 8, 10, 11 'resend' 8 bytes each (32 bytes in 4 "
-            "packets in its report). Frame 8 is counted by both: by tcptrace for its phantom "
-            "bytes, by us because of a BUG (frame 8 is the only transmission of client "
-            "bytes 1-15, written to the file after the server's ACK of it, frame 6, but timestamped "
-            "27 us before it; see test_late_recorded_original_is_not_a_retransmission)."),
+            "packets in its report). Frame 8 is the only transmission of client bytes 1-15, "
+            "written to the file after the server's ACK of them (frame 6) but stamped 27 us before "
+            "it: Wireshark calls it a spurious retransmission, we judge it the late-recorded "
+            "original (docs/signatures.md; test_late_recorded_original_is_not_a_retransmission)."),
     },
     ("ipv6-http-atomic-frag.pcap", _k("2001:db8:1::2", 27393, "2001:db8:1::1", 80)): {
         "tcptrace": (4, 0), "ours": (0, 0),
@@ -384,7 +384,7 @@ def test_tcptrace_agreement_is_measured(corpus_flows):
 
 
 # ----------------------------------------------------------------------------------------------
-# Where tailscope is wrong: the right answers, expected to fail until the code is fixed.
+# The right answers where tailscope was wrong (strict xfails until the fixes; now regressions).
 # ----------------------------------------------------------------------------------------------
 
 # tcp.analysis.ack_lost_segment from tshark 4.0.17 (the corpus's version; the corpus CSVs do not
@@ -442,12 +442,11 @@ def test_first_transmissions_after_corrupt_sequence_are_not_retransmissions(corp
     assert sorted(fr for fr, p in _ours_tcp(corpus_packets, name).items() if "bad_seq" in p["tag_names"]) == [7, 8, 74, 98, 187]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ipv6-http-atomic-frag.pcap is not in time order: frame 8 (client bytes 1-15, timestamp "
-    "0.041713) is written after the server's ACK of those bytes (frame 6, 0.041740). It is the "
-    "only transmission of those bytes, but processed in file order it lies below the peer's ACK "
-    "and is counted as a spurious retransmission (c2s_retx_packets 1 instead of 0)."))
 def test_late_recorded_original_is_not_a_retransmission(corpus_packets, corpus_flows):
+    """ipv6-http-atomic-frag.pcap is not in time order: frame 8 (client bytes 1-15, timestamp
+    0.041713) is written after the server's ACK of those bytes (frame 6, 0.041740). It is the
+    only transmission of those bytes: processed in file order it lies below the peer's ACK, and
+    Wireshark calls it a spurious retransmission; we judge it the late-recorded original."""
     name = "ipv6-http-atomic-frag.pcap"
     p6, p8 = _packets(corpus_packets, name, (6, 8))
     assert p8["ts"] < p6["ts"] and p6["ack"] == (p8["seq"] + p8["payload_len"]) % 2**32  # premise

@@ -125,6 +125,9 @@ pub struct DirSeq {
     /// move it, a FIN on a RST takes no sequence number, and it restarts when the client
     /// acknowledges a SYN-ACK with a new ISN (docs/signatures.md).
     high: u32,
+    /// When the peer first acknowledged bytes of this direction beyond `high` (bytes the capture
+    /// had not seen); cleared when `high` reaches the peer's ACK.
+    acked_ahead_ts: Option<i64>,
     /// The ACK number and raw window of this direction's latest packet with the ACK flag, and
     /// whether it was a SYN (whose window is never scaled).
     adv: Option<(u32, u16, bool)>,
@@ -162,6 +165,7 @@ impl Default for DirSeq {
             recent_retx: VecDeque::new(),
             last_advance_ts: None,
             high: 0,
+            acked_ahead_ts: None,
             adv: None,
             prev: None,
             ip_id_reused: false,
@@ -395,12 +399,15 @@ impl TcpState {
         // in an abandoned ISN's sequence space): a first transmission.
         let fresh = fwd.high == 0 || !lt(seq, fwd.high);
         let spurious = ta & SPURIOUS_RETRANSMISSION != 0;
+        // Below the peer's ACK, never seen, and stamped before any ACK that covered it: the
+        // original, written to the file after that ACK (timestamps out of order), not a resend.
+        let late_original = spurious && fresh && fwd.acked_ahead_ts.is_some_and(|t| now < t);
         // Wireshark calls any hole-filler seen soon after the highest segment "out of order".
         // A segment from the host next to the capture cannot be reordered before it, so it is a
         // retransmission; one from the far side is reordering only if its hole was younger than
         // a retransmission could be (half the path's minimum RTT), else it was lost upstream.
         let not_advanced = ta & (OUT_OF_ORDER | RETRANSMISSION) != 0 && !spurious && !fresh;
-        let mut is_retx = spurious || (ta & RETRANSMISSION != 0 && !fresh);
+        let mut is_retx = if spurious { !late_original } else { ta & RETRANSMISSION != 0 && !fresh };
         let mut reorder_ns = None;
         if not_advanced {
             let local = self.vantage.local_dir() == Some(pk.dir);
@@ -521,8 +528,9 @@ impl TcpState {
         } else if pk.dir == 0 && seglen > 0 {
             self.path.request();
         }
-        // Nothing to wait for from a segment with a damaged sequence number.
-        if (seglen > 0 || syn_fin) && !bad_seq && fwd.segments.len() < MAX_UNACKED {
+        // Nothing to wait for from a segment with a damaged sequence number, or from a late-recorded
+        // original (already acknowledged: an ACK now would be no RTT sample of it).
+        if (seglen > 0 || syn_fin) && !bad_seq && !late_original && fwd.segments.len() < MAX_UNACKED {
             let first_ts = now - out.retx_delay_ns.unwrap_or(0);
             fwd.segments.push_back(Unacked {
                 bif,
@@ -556,6 +564,9 @@ impl TcpState {
                 fwd.holes.push_back((fwd.high, seq, now));
             }
             fwd.high = end;
+            if fwd.acked_ahead_ts.is_some() && !lt(fwd.high, rev.lastack) {
+                fwd.acked_ahead_ts = None;
+            }
         }
         if (fwd.maxseqtobeacked == 0 || seq == fwd.maxseqtobeacked) && ta & ZERO_WINDOW_PROBE == 0 {
             fwd.maxseqtobeacked = fwd.nextseq;
@@ -565,6 +576,9 @@ impl TcpState {
         }
         if flags & TCP_ACK != 0 {
             fwd.adv = Some((ack, t.window, flags & TCP_SYN != 0));
+            if rev.acked_ahead_ts.is_none() && (rev.high == 0 || gt(ack, rev.high)) {
+                rev.acked_ahead_ts = Some(now);
+            }
         }
         fwd.window = window;
         fwd.lastack = ack;
@@ -805,6 +819,7 @@ impl TcpState {
         }
         self.server_isn = Some(isn);
         d.high = ack;
+        d.acked_ahead_ts = None;
         d.segments.retain(|u| u.seq == isn); // the SYN-ACK it answers
         d.holes.clear();
         d.sack_holes.clear();
@@ -1128,5 +1143,35 @@ mod tests {
         // A plain FIN does take one.
         feed(&mut st, 0, 30_001, c + 26, s + 54, TCP_FIN | A, 0, 8507, None);
         assert_eq!(st.dir[0].high, c + 27);
+    }
+
+    /// ipv6-http-atomic-frag.pcap frames 5-8: the client's request is written to the file after
+    /// the server's ACK of it, stamped 27 us before that ACK. It is the original, not a spurious
+    /// retransmission; the same bytes sent again after the ACK are one.
+    #[test]
+    fn late_recorded_original_is_no_retransmission() {
+        let (c, s) = (3_810_442_574u32, 3_185_309_716u32);
+        let mut st = TcpState::default();
+        let at = |st: &mut TcpState, dir: usize, t_us: i64, seq: u32, ack: u32, flags: u16, len: u32| {
+            let tcp = TcpInfo { seq, ack, flags, window: 8192, header_len: 20, ..TcpInfo::default() };
+            st.analyze(&PacketIn { dir, ts_ns: t_us * 1_000, tcp: &tcp, seglen: len, ip_id: None, peer_window_shift: None })
+        };
+        at(&mut st, 0, 0, c, 0, TCP_SYN, 0);
+        at(&mut st, 1, 12, s, c + 1, TCP_SYN | A, 0);
+        at(&mut st, 0, 13_000, c + 1, s + 1, A, 0);
+        at(&mut st, 1, 41_740, s + 1, c + 16, A, 0); // acks 15 bytes not seen yet
+        let late = at(&mut st, 0, 41_713, c + 1, s + 1, PA, 15);
+        assert_ne!(late.tags & SPURIOUS_RETRANSMISSION, 0, "Wireshark's flags stay (tshark agrees)");
+        assert_eq!((cause(&late), late.retx_delay_ns), (None, None));
+        assert_eq!(st.stats.retx_packets, [0, 0]);
+        let again = at(&mut st, 0, 50_000, c + 1, s + 1, PA, 15);
+        assert_eq!(cause(&again), Some("spurious"));
+        // In time order, bytes never seen but already acknowledged stay spurious (Wireshark).
+        let mut st = TcpState::default();
+        at(&mut st, 0, 0, c, 0, TCP_SYN, 0);
+        at(&mut st, 1, 12, s, c + 1, TCP_SYN | A, 0);
+        at(&mut st, 1, 41_740, s + 1, c + 16, A, 0);
+        let after = at(&mut st, 0, 41_800, c + 1, s + 1, PA, 15);
+        assert_eq!(cause(&after), Some("spurious"));
     }
 }
