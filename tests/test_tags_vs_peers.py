@@ -138,8 +138,8 @@ NEVER_CAPTURED = ("resends bytes lost before the capture point (no earlier captu
                   "any of them): tcptrace only counts bytes it saw twice")
 AFTER_SPLIT = ("tcptrace started a new connection before this frame, so it never saw the "
                "original; we keep one flow (TCP idle timeout 900 s)")
-PHANTOM = ("tcptrace misreads this packet's length (see why) and counts phantom bytes as already "
-           "sent; we do not count it")
+PHANTOM = ("tcptrace misreads a packet's length (this one's or an earlier one's, see why) and counts "
+           "phantom bytes as already sent; we do not count it")
 NOT_DECODED = "not in our packets table (malformed TCP header, see NOT_COMPARED)"
 CORRUPT_SEQ = ("its sequence field is corrupted (bit flip); as written it lies below the peer's "
                "ACK, so Wireshark's rule calls it spurious and we count it; tcptrace never saw "
@@ -191,29 +191,31 @@ TCPTRACE_DIFFERENCES = {
             "counts frame 3 as the first packet of a second connection."),
     },
     ("tls_multiple_synack_different_seq.pcapng", _k("10.10.10.1", 443, "192.168.0.1", 59927)): {
-        "tcptrace": (0, 1), "ours": (0, 5),
+        "tcptrace": (0, 1), "ours": (0, 0),
         "only_tcptrace": {2: SYN_FIN_ONLY},
-        "only_ours": {6: BUG, 7: BUG, 8: BUG, 9: BUG, 10: BUG},
-        "why": ("frame 2 repeats the SYN-ACK of frame 1 (tcptrace: hardware dup). BUG: the server "
+        "only_ours": {},
+        "why": ("frame 2 repeats the SYN-ACK of frame 1 (tcptrace: hardware dup). The server "
             "answers with SYN-ACKs of three different ISNs (frames 1-2, 3, 4); the client acks the "
             "last one (frame 5 acks 2829651201 = frame 4's ISN + 1) and frames 6-10 are the first "
-            "transmission of server bytes 2829651201 onward. We count them (cause rto) because "
-            "frame 3's larger ISN left Wireshark's highest-sequence mark above them; see "
-            "test_new_isn_synack_data_is_not_retransmission."),
+            "transmission of server bytes 2829651201 onward. Wireshark's mark stays at frame 1's "
+            "ISN + 1 (238755596; the ISNs of frames 3 and 4 lie 2.6e9 above it, behind it in "
+            "32-bit sequence arithmetic), so tshark flags 6-10 retransmissions; our judgement "
+            "restarts the server's sequence state at the ISN the client acked and counts none "
+            "(docs/signatures.md; test_new_isn_synack_data_is_not_retransmission)."),
     },
     ("ipv6-http-atomic-frag.pcap", _k("2001:db8:1::2", 36951, "2001:db8:1::1", 80)): {
-        "tcptrace": (4, 0), "ours": (1, 0),
-        "only_tcptrace": {5: PHANTOM, 10: PHANTOM, 11: PHANTOM},
+        "tcptrace": (4, 0), "ours": (0, 0),
+        "only_tcptrace": {5: PHANTOM, 8: PHANTOM, 10: PHANTOM, 11: PHANTOM},
         "only_ours": {},
         "why": ("the client's packets carry an 8-byte IPv6 extension header (Destination Options here; "
             "Hop-by-Hop, Routing or Fragment in the other connections). tcptrace takes the TCP "
             "payload length as the IPv6 payload length minus the TCP header, so each of them "
             "seems to carry 8 more bytes than it does, overlapping the previous one's phantom bytes "
             "(the SYN's cover byte 1): frames 5, 8, 10, 11 'resend' 8 bytes each (32 bytes in 4 "
-            "packets in its report). Frame 8 is counted by both: by tcptrace for its phantom "
-            "bytes, by us because of a BUG (frame 8 is the only transmission of client "
-            "bytes 1-15, written to the file after the server's ACK of it, frame 6, but timestamped "
-            "27 us before it; see test_late_recorded_original_is_not_a_retransmission)."),
+            "packets in its report). Frame 8 is the only transmission of client bytes 1-15, "
+            "written to the file after the server's ACK of them (frame 6) but stamped 27 us before "
+            "it: Wireshark calls it a spurious retransmission, we judge it the late-recorded "
+            "original (docs/signatures.md; test_late_recorded_original_is_not_a_retransmission)."),
     },
     ("ipv6-http-atomic-frag.pcap", _k("2001:db8:1::2", 27393, "2001:db8:1::1", 80)): {
         "tcptrace": (4, 0), "ours": (0, 0),
@@ -228,22 +230,30 @@ TCPTRACE_DIFFERENCES = {
         "why": ("8 phantom bytes per client packet (Routing header), see connection 36951."),
     },
     ("reasm_crash_anon.pcapng", _k("192.168.145.147", 51218, "10.209.8.148", 21999)): {
-        "tcptrace": (67, 0), "ours": (63, 0),
-        "only_tcptrace": {34: SYN_FIN_ONLY, 52: SYN_FIN_ONLY, 45: PHANTOM, 68: PHANTOM,
-                          130: PHANTOM, 190: PHANTOM, 188: PHANTOM, 95: NOT_DECODED},
-        "only_ours": {9: BUG, 15: BUG, 59: CORRUPT_SEQ, 198: CORRUPT_SEQ},
+        "tcptrace": (67, 0), "ours": (32, 0),
+        "only_tcptrace": {34: SYN_FIN_ONLY, 52: SYN_FIN_ONLY, 95: NOT_DECODED, **{fr: PHANTOM for fr in (
+            20, 25, 35, 40, 45, 50, 58, 65, 68, 70, 73, 78, 81, 89, 94, 101, 105, 108, 111, 119, 124,
+            128, 130, 131, 133, 138, 143, 150, 174, 177, 180, 182, 188, 190)}},
+        "only_ours": {59: CORRUPT_SEQ, 198: CORRUPT_SEQ},
         "why": ("a crash-regression trace with bit-flipped headers; neither count is meaningful. "
             "tcptrace takes payload lengths from the IPv4 total length, corrupted in frames 15 "
             "(321), 45 (4148), 68 (8244), 81 (11841), 108 (31297), 130 (116), 190 (17972): it sees "
-            "kilobytes of phantom data that later real segments 'resend' (188 overlaps 108's). "
-            "Frames 34 and 52 have corrupted flags that include FIN. Frame 7 is a pure ACK whose "
-            "sequence number (+0x18000000) and data offset (options read as 12 bytes of data) are "
-            "corrupted; it lifts Wireshark's highest-sequence mark 402 MB ahead, so from then on "
-            "every new 13-byte segment the client sends every 30 s is flagged a retransmission "
-            "(tshark too). BUG: we count those first transmissions (9 and 15 here; 20, 25, 35, 40 "
-            "and later ones are counted by both sides for different wrong reasons); see "
-            "test_first_transmissions_after_corrupt_sequence_are_not_retransmissions. Frames 59 "
-            "and 198 have corrupted sequence numbers (59 is a copy of 58 with the same IP ID)."),
+            "kilobytes of phantom data, and every frame listed PHANTOM overlaps the phantom bytes "
+            "of 15, 45, 68, 81, 108 or 130 (45, 68, 130 and 190 carry no real data; 182, whose "
+            "sequence number is damaged 10240 bytes ahead, lands in them too). Frames 34 and 52 "
+            "have corrupted flags that include FIN. Frames 59 and 198 have corrupted sequence "
+            "numbers (59 is a copy of 58 with the same IP ID). Frame 7 is a pure ACK whose "
+            "sequence number (+0x18000000, 402 MB beyond the server's window) and data offset "
+            "(options read as 12 bytes of data) are corrupted: it lifts Wireshark's "
+            "highest-sequence mark, so tshark flags every later client segment. We tag it bad_seq "
+            "and keep our mark (as for 187, 1.1 GB beyond, and the damaged copies 8 of 7, 74 of 73 "
+            "and 98 of 97), and 34's FIN on a RST takes no sequence number, so first transmissions "
+            "such as 9, 15, 20, 25, 35, 40 count for neither side (docs/signatures.md; "
+            "test_first_transmissions_after_corrupt_sequence_are_not_retransmissions). Damage "
+            "inside the window still lifts our mark: 52's FIN (over 53), 154's sequence number "
+            "(+30, its correct copy 155 comes after it; over 159), 159's data offset (45 bytes "
+            "read; over 163, 166, 170) and 182's (over 183, 193, 203, 204); those are counted by "
+            "both sides, tcptrace for phantom bytes."),
     },
 }
 
@@ -374,7 +384,7 @@ def test_tcptrace_agreement_is_measured(corpus_flows):
 
 
 # ----------------------------------------------------------------------------------------------
-# Where tailscope is wrong: the right answers, expected to fail until the code is fixed.
+# The right answers where tailscope was wrong (strict xfails until the fixes; now regressions).
 # ----------------------------------------------------------------------------------------------
 
 # tcp.analysis.ack_lost_segment from tshark 4.0.17 (the corpus's version; the corpus CSVs do not
@@ -403,41 +413,40 @@ def _packets(corpus_packets, name: str, frames) -> list[dict]:
     return [pk[f] for f in frames]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "our retransmission judgement trusts Wireshark's flag, whose 'highest sequence sent' stays at "
-    "the ISN of an abandoned SYN-ACK (frame 3, 2859879429) above the ISN the client accepted "
-    "(frame 4, 2829651200): frames 6-10 are the first transmission of server bytes 2829651201 "
-    "onward and are counted as RTO retransmissions. A SYN-ACK with a new ISN that the client "
-    "acks should restart the server direction's sequence state."))
 def test_new_isn_synack_data_is_not_retransmission(corpus_packets, corpus_flows):
+    """Frames 6-10 are the first transmission of server bytes 2829651201 onward (the client's
+    frame 5 acks frame 4's ISN 2829651200 + 1). Wireshark's mark stays at frame 1's ISN + 1,
+    238755596, ahead of them in sequence arithmetic (the ISNs of frames 3 and 4 are 2.6e9 above
+    it), so it flags them; a SYN-ACK with a new ISN that the client acks restarts the server
+    direction's sequence state of our judgement."""
     name = "tls_multiple_synack_different_seq.pcapng"
     assert [p["retx_cause"] for p in _packets(corpus_packets, name, range(6, 11))] == [None] * 5
     (flow,) = corpus_flows[name]
     assert (flow["c2s_retx_packets"], flow["s2c_retx_packets"]) == (0, 0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "reasm_crash_anon.pcapng frame 7 is a pure ACK whose sequence number is corrupted to 402 MB "
-    "ahead (with 12 option bytes read as data): Wireshark's highest-sequence mark jumps there and "
-    "every later new client segment is 'not advancing', so we count first transmissions as RTO "
-    "retransmissions (and tail losses). Frames 9, 20, 25, 35, 40 carry client bytes no earlier "
-    "segment carried, and the server's next packet (10, 23, 26, 36, 41) acks exactly their end. "
-    "A segment beyond any window the peer advertised should not move the mark our judgement uses."))
 def test_first_transmissions_after_corrupt_sequence_are_not_retransmissions(corpus_packets):
+    """reasm_crash_anon.pcapng frame 7 is a pure ACK whose sequence number is corrupted to 402 MB
+    ahead (with 12 option bytes read as data): Wireshark's highest-sequence mark jumps there and
+    every later new client segment is 'not advancing'. Frames 9, 20, 25, 35, 40 carry client
+    bytes no earlier segment carried, and the server's next packet (10, 23, 26, 36, 41) acks
+    exactly their end. A segment beyond any window the peer advertised (7), or a damaged copy
+    (8, same IP ID as 7, 32 bytes ahead), does not move the mark our judgement uses; nor does
+    the FIN of 34's RST."""
     name = "reasm_crash_anon.pcapng"
     firsts = _packets(corpus_packets, name, (9, 20, 25, 35, 40))
     acks = _packets(corpus_packets, name, (10, 23, 26, 36, 41))
     for p, a in zip(firsts, acks):  # the premise: each is acked as new data right away
         assert a["direction"] == "s2c" and a["ack"] == (p["seq"] + p["payload_len"]) % 2**32
     assert [p["retx_cause"] for p in firsts] == [None] * 5
+    assert sorted(fr for fr, p in _ours_tcp(corpus_packets, name).items() if "bad_seq" in p["tag_names"]) == [7, 8, 74, 98, 187]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ipv6-http-atomic-frag.pcap is not in time order: frame 8 (client bytes 1-15, timestamp "
-    "0.041713) is written after the server's ACK of those bytes (frame 6, 0.041740). It is the "
-    "only transmission of those bytes, but processed in file order it lies below the peer's ACK "
-    "and is counted as a spurious retransmission (c2s_retx_packets 1 instead of 0)."))
 def test_late_recorded_original_is_not_a_retransmission(corpus_packets, corpus_flows):
+    """ipv6-http-atomic-frag.pcap is not in time order: frame 8 (client bytes 1-15, timestamp
+    0.041713) is written after the server's ACK of those bytes (frame 6, 0.041740). It is the
+    only transmission of those bytes: processed in file order it lies below the peer's ACK, and
+    Wireshark calls it a spurious retransmission; we judge it the late-recorded original."""
     name = "ipv6-http-atomic-frag.pcap"
     p6, p8 = _packets(corpus_packets, name, (6, 8))
     assert p8["ts"] < p6["ts"] and p6["ack"] == (p8["seq"] + p8["payload_len"]) % 2**32  # premise

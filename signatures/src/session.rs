@@ -429,8 +429,9 @@ impl Session {
             push("syn_retransmission", None, retx_delay);
         } else if mask & tags::SYNACK_RETRANSMISSION != 0 {
             push("synack_retransmission", None, retx_delay);
-        } else if mask & tags::RETRANSMISSION != 0 {
-            push("retransmission", tags::cause_name(mask), retx_delay);
+        } else if let Some(cause) = tags::cause_name(mask).filter(|_| mask & tags::RETRANSMISSION != 0) {
+            // Retransmissions as tailscope judges them (a cause); Wireshark's flag alone is not one.
+            push("retransmission", Some(cause), retx_delay);
         }
         if mask & tags::TAIL_LOSS != 0 {
             push("tail_loss", tags::cause_name(mask), retx_delay);
@@ -438,6 +439,7 @@ impl Session {
         for (bit, name) in [
             (tags::OUT_OF_ORDER, "out_of_order"),
             (tags::LOST_SEGMENT, "lost_segment"),
+            (tags::BAD_SEQ, "bad_seq"),
             (tags::ZERO_WINDOW, "zero_window"),
             (tags::QUIC_INITIAL_RETRANSMISSION, "quic_initial_retransmission"),
             (tags::QUIC_MIGRATION, "quic_migration"),

@@ -19,7 +19,8 @@ pub const KEEP_ALIVE_ACK: u32 = 1 << 13;
 pub const SYN_RETRANSMISSION: u32 = 1 << 14;
 pub const SYNACK_RETRANSMISSION: u32 = 1 << 15;
 /// Retransmission causes (Tstat classes, refined with RFC 8985 and RFC 6298): exactly one is set
-/// on every packet tagged `retransmission`.
+/// on every packet tailscope judges a retransmission. (`retransmission` itself is Wireshark's
+/// flag: a packet can carry it without a cause when our judgement differs.)
 pub const RETX_RTO: u32 = 1 << 16;
 pub const RETX_FAST: u32 = 1 << 17;
 pub const RETX_TLP: u32 = 1 << 18;
@@ -44,8 +45,12 @@ pub const RETX_TIME_THRESHOLD: u32 = 1 << 28;
 pub const RETX_PTO: u32 = 1 << 29;
 /// With a key log: this ACK acknowledges a QUIC packet its sender had declared lost.
 pub const QUIC_SPURIOUS_ACK: u32 = 1 << 30;
+/// A TCP sequence number tailscope does not trust (damaged): the segment starts far beyond the
+/// window its receiver advertised, or is a copy of the sender's previous packet (same IPv4 ID)
+/// ending elsewhere. It does not move the sequence mark our retransmission judgement uses.
+pub const BAD_SEQ: u32 = 1 << 31;
 
-pub const ALL: [(u32, &str); 31] = [
+pub const ALL: [(u32, &str); 32] = [
     (RETRANSMISSION, "retransmission"),
     (FAST_RETRANSMISSION, "fast_retransmission"),
     (SPURIOUS_RETRANSMISSION, "spurious_retransmission"),
@@ -77,6 +82,7 @@ pub const ALL: [(u32, &str); 31] = [
     (RETX_TIME_THRESHOLD, "retx_time_threshold"),
     (RETX_PTO, "retx_pto"),
     (QUIC_SPURIOUS_ACK, "quic_spurious_ack"),
+    (BAD_SEQ, "bad_seq"),
 ];
 
 pub fn names(mask: u32) -> impl Iterator<Item = &'static str> {

@@ -26,6 +26,14 @@ const TLP_MIN_SRTTS: f64 = 1.0;
 const MAX_TSVALS: usize = 64;
 /// Holes remembered per direction.
 const MAX_HOLES: usize = 64;
+/// Window scale assumed for a peer whose handshake was not seen (RFC 7323's largest).
+const MAX_WSCALE: u8 = 14;
+/// How far past the peer's advertised window a segment may start before it is out of window,
+/// beyond one more window (ACKs the capture missed, a window that grew): see `beyond_window`.
+const WINDOW_SLACK: u64 = 65_535;
+/// SYN-ACK initial sequence numbers remembered per flow (a server answering repeated SYNs with
+/// new ISNs, e.g. SYN cookies).
+const MAX_SYNACK_ISNS: usize = 4;
 /// A hole filled within this share of the path's minimum RTT cannot have been filled by a
 /// retransmission (that needs at least a round trip to the sender): it is reordering.
 const REORDER_RTT_SHARE: f64 = 0.5;
@@ -81,6 +89,7 @@ pub enum RecoveryKind {
 /// what the cause classification needs).
 #[derive(Debug, Clone)]
 pub struct DirSeq {
+    /// Wireshark's "next expected" (highest sequence seen + 1): drives the peer-compatible tags.
     nextseq: u32,
     nextseq_ts: i64,
     maxseqtobeacked: u32,
@@ -111,6 +120,23 @@ pub struct DirSeq {
     last_advance_ts: Option<i64>,
     /// Recent retransmissions of this direction: (seq, end, tags, delay), for D-SACK checks.
     recent_retx: VecDeque<(u32, u32, u32, i64)>,
+    /// tailscope's highest sequence sent + 1 (0 unset), which our judgement uses: it moves as
+    /// `nextseq` does, except that a segment with a damaged sequence number (`BAD_SEQ`) does not
+    /// move it, a FIN on a RST takes no sequence number, and it restarts when the client
+    /// acknowledges a SYN-ACK with a new ISN (docs/signatures.md).
+    high: u32,
+    /// When the peer first acknowledged bytes of this direction beyond `high` (bytes the capture
+    /// had not seen); cleared when `high` reaches the peer's ACK.
+    acked_ahead_ts: Option<i64>,
+    /// The ACK number and raw window of this direction's latest packet with the ACK flag, and
+    /// whether it was a SYN (whose window is never scaled).
+    adv: Option<(u32, u16, bool)>,
+    /// This direction's previous packet: its IPv4 ID and where its sequence range ends (for
+    /// telling a damaged copy of it).
+    prev: Option<(u32, u32)>,
+    /// This sender gave two different segments the same IPv4 ID (a constant ID): its IDs do not
+    /// tell copies.
+    ip_id_reused: bool,
 }
 
 impl Default for DirSeq {
@@ -138,6 +164,11 @@ impl Default for DirSeq {
             sack_holes: VecDeque::new(),
             recent_retx: VecDeque::new(),
             last_advance_ts: None,
+            high: 0,
+            acked_ahead_ts: None,
+            adv: None,
+            prev: None,
+            ip_id_reused: false,
         }
     }
 }
@@ -200,6 +231,10 @@ pub struct TcpState {
     first_synack_ts: Option<i64>,
     last_synack_ts: Option<i64>,
     syn_seq: Option<u32>,
+    /// Distinct ISNs of the server's SYN-ACKs, and the one the server direction's `high` counts
+    /// from (the first SYN-ACK's, until the client acknowledges another).
+    synack_isns: [Option<u32>; MAX_SYNACK_ISNS],
+    server_isn: Option<u32>,
     handshake_done: bool,
     /// Transmissions of the segment currently being retransmitted (by its start sequence).
     retx_run: Option<(u32, u32)>,
@@ -254,6 +289,13 @@ impl TcpState {
         let (seq, ack, flags, window, seglen, now) = (t.seq, t.ack, t.flags, u32::from(t.window), pk.seglen, pk.ts_ns);
         let syn_fin = flags & (TCP_SYN | TCP_FIN) != 0;
         let sfr = TCP_SYN | TCP_FIN | TCP_RST;
+        if pk.dir == 0 && flags & (TCP_SYN | TCP_ACK) == TCP_ACK {
+            self.restart_on_new_isn(ack, now);
+        }
+        // The peer's window scale; the largest possible when the handshake was not seen (both
+        // SYNs seen without scaling on both: none).
+        let handshake_seen = self.first_syn_ts.is_some() && self.first_synack_ts.is_some();
+        let peer_shift = pk.peer_window_shift.unwrap_or(if handshake_seen { 0 } else { MAX_WSCALE });
         let (fwd, rev) = sender_and_peer(&mut self.dir, pk.dir);
         let mut ta = 0u32;
 
@@ -330,12 +372,42 @@ impl TcpState {
         }
 
         // --- our judgement: retransmission or reordering, then the cause -------------------
+        // Where this segment's sequence range ends on our mark: a FIN (or SYN) on a RST takes no
+        // sequence number (the receiver acts on the RST, RFC 9293 §3.10.7.4).
+        let end = seq.wrapping_add(seglen).wrapping_add(u32::from(syn_fin && flags & TCP_RST == 0));
+        // Sequence numbers we do not trust, which must not move our mark (`bad_seq`): a segment
+        // starting far beyond the window the peer advertised, which the receiver would drop
+        // (RFC 9293 §3.10.7.4); and a copy of the sender's previous packet (the same IPv4 ID: one
+        // datagram seen twice) whose range ends elsewhere, beyond our mark: one of the two copies
+        // was damaged, and this one claims bytes nothing else shows were sent. A sender whose
+        // next segment carries the same ID (new data right after the previous packet's range)
+        // reuses IDs, which then tell nothing.
+        let oow = flags & TCP_SYN == 0 && beyond_window(rev, seq, peer_shift);
+        let beyond_mark = fwd.high == 0 || gt(end, fwd.high);
+        let same_id_as = fwd.prev.filter(|&(id, _)| id != 0 && pk.ip_id == Some(id)).map(|(_, e)| e);
+        if same_id_as == Some(seq) && end != seq {
+            fwd.ip_id_reused = true;
+        }
+        let bad_copy = !fwd.ip_id_reused && same_id_as.is_some_and(|e| e != end) && beyond_mark;
+        fwd.prev = pk.ip_id.map(|id| (id, end));
+        let bad_seq = oow || bad_copy;
+        if bad_seq {
+            ta |= BAD_SEQ;
+        }
+        // Wireshark's flags say whether a segment is below its mark. Bytes at or above ours were
+        // never sent before (Wireshark's mark may have been lifted by a damaged segment, or count
+        // in an abandoned ISN's sequence space): a first transmission.
+        let fresh = fwd.high == 0 || !lt(seq, fwd.high);
+        let spurious = ta & SPURIOUS_RETRANSMISSION != 0;
+        // Below the peer's ACK, never seen, and stamped before any ACK that covered it: the
+        // original, written to the file after that ACK (timestamps out of order), not a resend.
+        let late_original = spurious && fresh && fwd.acked_ahead_ts.is_some_and(|t| now < t);
         // Wireshark calls any hole-filler seen soon after the highest segment "out of order".
         // A segment from the host next to the capture cannot be reordered before it, so it is a
         // retransmission; one from the far side is reordering only if its hole was younger than
         // a retransmission could be (half the path's minimum RTT), else it was lost upstream.
-        let not_advanced = ta & (OUT_OF_ORDER | RETRANSMISSION) != 0 && ta & SPURIOUS_RETRANSMISSION == 0;
-        let mut is_retx = ta & RETRANSMISSION != 0;
+        let not_advanced = ta & (OUT_OF_ORDER | RETRANSMISSION) != 0 && !spurious && !fresh;
+        let mut is_retx = if spurious { !late_original } else { ta & RETRANSMISSION != 0 && !fresh };
         let mut reorder_ns = None;
         if not_advanced {
             let local = self.vantage.local_dir() == Some(pk.dir);
@@ -401,7 +473,7 @@ impl TcpState {
                 // that is acknowledged, however far fast recovery had got.
                 (Some(RecoveryKind::Rto), Some(_)) => fwd.recovery = Some((RecoveryKind::Rto, fwd.nextseq)),
                 (Some(k), None) => {
-                    fwd.recovery = Some((k, fwd.nextseq));
+                    fwd.recovery = Some((k, fwd.high));
                     fwd.recovery_since = Some(now);
                 }
                 // After a probe, the RTO or fast recovery that follows takes the episode over.
@@ -433,12 +505,6 @@ impl TcpState {
                 }
             }
         }
-        if ta & LOST_SEGMENT != 0 {
-            if fwd.holes.len() >= MAX_HOLES {
-                fwd.holes.pop_front();
-            }
-            fwd.holes.push_back((fwd.nextseq, seq, now));
-        }
         if flags & TCP_SYN != 0 {
             self.note_syn(pk.dir, flags, seq, now, &mut ta);
         }
@@ -446,7 +512,9 @@ impl TcpState {
         // --- finished_checking_retransmission_type: state updates ------------------------
         let (fwd, rev) = sender_and_peer(&mut self.dir, pk.dir);
         let nextseq = seq.wrapping_add(seglen).wrapping_add(u32::from(syn_fin));
-        let highest = if fwd.nextseq == 0 || gt(nextseq, fwd.nextseq) { nextseq } else { fwd.nextseq };
+        let beyond_high = !bad_seq && beyond_mark;
+        let advances = beyond_high && ta & ZERO_WINDOW_PROBE == 0;
+        let highest = if beyond_high { end } else { fwd.high };
         let bif = if rev.lastack != 0 { highest.wrapping_sub(rev.lastack) } else { 0 };
         let bif = if bif > 1 << 30 { 0 } else { bif };
         let mut tx_idx = None;
@@ -464,7 +532,9 @@ impl TcpState {
         } else if pk.dir == 0 && seglen > 0 {
             self.path.request();
         }
-        if (seglen > 0 || syn_fin) && fwd.segments.len() < MAX_UNACKED {
+        // Nothing to wait for from a segment with a damaged sequence number, or from a late-recorded
+        // original (already acknowledged: an ACK now would be no RTT sample of it).
+        if (seglen > 0 || syn_fin) && !bad_seq && !late_original && fwd.segments.len() < MAX_UNACKED {
             let first_ts = now - out.retx_delay_ns.unwrap_or(0);
             fwd.segments.push_back(Unacked {
                 bif,
@@ -489,11 +559,30 @@ impl TcpState {
             fwd.nextseq = nextseq;
             fwd.nextseq_ts = now;
         }
+        if advances {
+            // Bytes skipped on our mark: lost before the capture (or not captured).
+            if fwd.high != 0 && gt(seq, fwd.high) && flags & TCP_RST == 0 {
+                if fwd.holes.len() >= MAX_HOLES {
+                    fwd.holes.pop_front();
+                }
+                fwd.holes.push_back((fwd.high, seq, now));
+            }
+            fwd.high = end;
+            if fwd.acked_ahead_ts.is_some() && !lt(fwd.high, rev.lastack) {
+                fwd.acked_ahead_ts = None;
+            }
+        }
         if (fwd.maxseqtobeacked == 0 || seq == fwd.maxseqtobeacked) && ta & ZERO_WINDOW_PROBE == 0 {
             fwd.maxseqtobeacked = fwd.nextseq;
         }
         if flags & TCP_ACK != 0 && (fwd.lastack == 0 || gt(ack, fwd.lastack)) {
             fwd.last_advance_ts = Some(now);
+        }
+        if flags & TCP_ACK != 0 {
+            fwd.adv = Some((ack, t.window, flags & TCP_SYN != 0));
+            if rev.acked_ahead_ts.is_none() && (rev.high == 0 || gt(ack, rev.high)) {
+                rev.acked_ahead_ts = Some(now);
+            }
         }
         fwd.window = window;
         fwd.lastack = ack;
@@ -606,7 +695,7 @@ impl TcpState {
                     self.path.rtt(r, bif);
                 }
             }
-            if pk.dir == 0 && ack == rev.nextseq && rev.nextseq != 0 {
+            if pk.dir == 0 && ack == rev.high && rev.high != 0 {
                 self.path.drained(now);
             }
             if let Some((_, point)) = rev.recovery {
@@ -675,13 +764,13 @@ impl TcpState {
         if flags & (TCP_SYN | TCP_ACK) == TCP_SYN && pk.dir == 0 {
             self.queries.syn(now);
         }
-        let new_data = if out.retx_delay_ns.is_none() && ta & (KEEP_ALIVE | ZERO_WINDOW_PROBE) == 0 { seglen } else { 0 };
+        let new_data = if out.retx_delay_ns.is_none() && ta & (KEEP_ALIVE | ZERO_WINDOW_PROBE | BAD_SEQ) == 0 { seglen } else { 0 };
         self.queries.observe(&Seen {
             c2s: pk.dir == 0,
             ts_ns: now,
             new_data,
             ack: (flags & TCP_ACK != 0).then_some(ack),
-            server_next_seq: self.dir[1].nextseq,
+            server_next_seq: self.dir[1].high,
             tags: ta,
             retx_delay_ns: out.retx_delay_ns,
             synack: pk.dir == 1 && flags & (TCP_SYN | TCP_ACK) == TCP_SYN | TCP_ACK,
@@ -712,6 +801,13 @@ impl TcpState {
             }
             self.last_syn_ts = Some(now);
         } else if is_synack && dir == 1 {
+            if self.server_isn.is_none() {
+                self.server_isn = Some(seq);
+            }
+            if !self.synack_isns.contains(&Some(seq)) {
+                self.synack_isns.rotate_right(1);
+                self.synack_isns[0] = Some(seq);
+            }
             if let Some(first) = self.first_synack_ts {
                 *ta |= SYNACK_RETRANSMISSION;
                 self.stats.synack_retx += 1;
@@ -723,6 +819,36 @@ impl TcpState {
                 }
             }
             self.last_synack_ts = Some(now);
+        }
+    }
+
+    /// The client acknowledges the ISN + 1 of a server SYN-ACK other than the one the server
+    /// direction's sequence state counts from (and no byte of that state's sequence space): the
+    /// client took that SYN-ACK, so the server's data starts there. Restart our judgement's
+    /// sequence state for the server's direction (Wireshark's, for the tags, goes on).
+    fn restart_on_new_isn(&mut self, ack: u32, now: i64) {
+        let isn = ack.wrapping_sub(1);
+        let Some(current) = self.server_isn else { return };
+        if isn == current || !self.synack_isns.contains(&Some(isn)) {
+            return;
+        }
+        let d = &mut self.dir[1];
+        if gt(ack, current) && le(ack, d.high) {
+            return; // it acknowledges bytes of the current sequence space
+        }
+        self.server_isn = Some(isn);
+        d.high = ack;
+        d.acked_ahead_ts = None;
+        d.segments.retain(|u| u.seq == isn); // the SYN-ACK it answers
+        d.holes.clear();
+        d.sack_holes.clear();
+        d.recent_retx.clear();
+        d.recovery = None;
+        d.tail_episode = false;
+        // The handshake's recovery (SYN-ACKs repeated) ends here, as the ACK of a repeated
+        // SYN-ACK with the same ISN would end it.
+        if let Some(since) = d.recovery_since.take() {
+            self.stats.recovery_ns += now - since;
         }
     }
 
@@ -768,6 +894,19 @@ impl TcpState {
             s.zero_windows[dir] += 1;
         }
     }
+}
+
+/// Does a segment starting at `seq` lie beyond any window the peer (`rev`) advertised? The
+/// receiver accepts only segments starting below its ACK + window (RFC 9293 §3.10.7.4). Our view
+/// of that edge is the peer's latest ACK + window (`shift` applied, except on a SYN-ACK); it lags
+/// when the capture missed ACKs or the window grew, so one more window and `WINDOW_SLACK` are
+/// allowed. Unknowable without an ACK from the peer (as for Wireshark and tcptrace, the segment
+/// then counts), or when the allowance reaches half the sequence space.
+fn beyond_window(rev: &DirSeq, seq: u32, shift: u8) -> bool {
+    let Some((ack, win, syn)) = rev.adv else { return false };
+    let wnd = u64::from(win) << if syn { 0 } else { shift.min(MAX_WSCALE) };
+    let allowance = 2 * wnd + WINDOW_SLACK;
+    allowance < 1 << 31 && gt(seq, ack.wrapping_add(allowance as u32))
 }
 
 /// Remove the part of a recorded hole that `[seq, seq+len)` fills; the hole's age if it had one.
@@ -902,7 +1041,7 @@ fn classify(
     if probed {
         return RETX_RTO; // a probe fires once per episode; the next timer is the RTO
     }
-    let highest = seq.wrapping_add(seglen) == fwd.nextseq;
+    let highest = seq.wrapping_add(seglen) == fwd.high;
     if highest && dupacks == 0 && !sacked_above && gap as f64 >= TLP_MIN_SRTTS * srtt as f64 {
         return RETX_TLP;
     }
@@ -910,4 +1049,148 @@ fn classify(
         return RETX_FAST;
     }
     RETX_UNKNOWN
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+    const A: u16 = TCP_ACK;
+    const PA: u16 = TCP_ACK | 0x008;
+
+    /// One packet through the analysis: (direction 0 = c2s, time in ms, seq, ack, flags, payload
+    /// length, raw window, IPv4 ID).
+    #[allow(clippy::too_many_arguments)]
+    fn feed(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, flags: u16, len: u32, window: u16, ip_id: Option<u32>) -> Analysis {
+        let tcp = TcpInfo { seq, ack, flags, window, header_len: 20, ..TcpInfo::default() };
+        st.analyze(&PacketIn { dir, ts_ns: ms * MS, tcp: &tcp, seglen: len, ip_id, peer_window_shift: None })
+    }
+
+    fn cause(a: &Analysis) -> Option<&'static str> {
+        cause_name(a.tags)
+    }
+
+    /// tls_multiple_synack_different_seq.pcapng: the server answers with SYN-ACKs of different
+    /// ISNs and the client acknowledges a later one. Its data is a first transmission, although
+    /// Wireshark's mark (from the first ISN) still flags it; a real resend is still one.
+    #[test]
+    fn acked_new_isn_restarts_the_server_sequence() {
+        let (c, s1) = (3_420_771_759u32, 238_755_595u32);
+        let s2 = 2_829_651_200u32; // 2.6e9 above s1: behind it in sequence arithmetic
+        let mut st = TcpState::default();
+        feed(&mut st, 0, 0, c - 1, 0, TCP_SYN, 0, 65535, None);
+        feed(&mut st, 1, 1, s1, c, TCP_SYN | A, 0, 65535, None);
+        let again = feed(&mut st, 1, 3_000, s1, c, TCP_SYN | A, 0, 65535, None);
+        assert_ne!(again.tags & SYNACK_RETRANSMISSION, 0, "same ISN: a SYN-ACK retransmission");
+        let new_isn = feed(&mut st, 1, 9_000, s2, c, TCP_SYN | A, 0, 65535, None);
+        assert_ne!(new_isn.tags & SYNACK_RETRANSMISSION, 0, "still a repeated answer to the handshake");
+        feed(&mut st, 0, 9_300, c, s2 + 1, PA, 517, 8192, None);
+        for (i, len) in [96u32, 1360, 1360].iter().enumerate() {
+            let off: u32 = [96u32, 1360, 1360][..i].iter().sum();
+            let a = feed(&mut st, 1, 9_500, s2 + 1 + off, c + 517, PA, *len, 119, None);
+            assert_ne!(a.tags & RETRANSMISSION, 0, "Wireshark's flag stays (tshark agrees)");
+            assert_eq!((cause(&a), a.retx_delay_ns), (None, None), "segment {i} is a first transmission");
+        }
+        assert_eq!(st.stats.retx_packets, [0, 0]);
+        assert_eq!(st.dir[1].high, s2 + 1 + 96 + 2720);
+        // The client never acks the last segment: its resend 2 s later is a retransmission.
+        let resend = feed(&mut st, 1, 11_500, s2 + 1 + 1456, c + 517, PA, 1360, 119, None);
+        assert_eq!(cause(&resend), Some("rto"));
+        assert_eq!(st.stats.retx_packets, [0, 1]);
+    }
+
+    /// reasm_crash_anon.pcapng frames 6-9: a pure ACK whose sequence number is damaged to 402 MB
+    /// ahead, a copy of it (same IPv4 ID) damaged differently, then the client's next request.
+    #[test]
+    fn damaged_sequence_numbers_do_not_move_the_mark() {
+        let (c, s) = (1_006_330_879u32, 3_717_323_610u32);
+        let mut st = TcpState::default(); // mid-stream: no handshake, window scale unknown
+        feed(&mut st, 0, 0, c, s, PA, 13, 8507, Some(0x18d));
+        feed(&mut st, 1, 1, s, c + 13, PA, 54, 453, Some(0xa51e));
+        // Without an ACK from the peer nothing is out of window (as for Wireshark and tcptrace):
+        let mut fresh = TcpState::default();
+        let far = feed(&mut fresh, 0, 0, c + 0x1800_0000, s, A, 0, 8507, Some(1));
+        assert_eq!(far.tags & BAD_SEQ, 0);
+        // 402 MB beyond the server's ACK, far past 2 x (453 << 14) + 64 KiB: damaged.
+        let bad = feed(&mut st, 0, 2, c + 13 + 0x1800_0000, s + 54, A, 12, 8507, Some(0x18f));
+        assert_ne!(bad.tags & BAD_SEQ, 0);
+        assert_ne!(bad.tags & LOST_SEGMENT, 0, "Wireshark's tag stays");
+        // Its copy, 32 bytes ahead: in the window, but the copies disagree and this one jumps.
+        let copy = feed(&mut st, 0, 3, c + 13 + 32, s + 54, A, 0, 8507, Some(0x18f));
+        assert_ne!(copy.tags & BAD_SEQ, 0);
+        assert_eq!(st.dir[0].high, c + 13);
+        let next = feed(&mut st, 0, 30_000, c + 13, s + 54, PA, 13, 8507, Some(0x190));
+        assert_ne!(next.tags & RETRANSMISSION, 0, "Wireshark's mark is 402 MB ahead");
+        assert_eq!((cause(&next), next.tags & TAIL_LOSS), (None, 0));
+        // An identical copy (capture duplicate) is no damage, and still a network duplicate.
+        let dup = feed(&mut st, 0, 30_000, c + 13, s + 54, PA, 13, 8507, Some(0x190));
+        assert_eq!((dup.tags & BAD_SEQ, cause(&dup)), (0, Some("network_duplicate")));
+        assert_eq!(st.stats.retx_packets, [1, 0]);
+    }
+
+    /// A sender with a constant (non-zero) IPv4 ID: its segments are not copies of each other,
+    /// even when one jumps past a hole.
+    #[test]
+    fn constant_ip_id_is_no_copy() {
+        let (c, s) = (1_000u32, 9_000u32);
+        let mut st = TcpState::default();
+        feed(&mut st, 1, 0, s, c, A, 0, 453, None);
+        for (i, at) in [0u32, 1000, 3000].iter().enumerate() {
+            let a = feed(&mut st, 0, 1 + i as i64, c + at, s, PA, 1000, 8507, Some(7));
+            assert_eq!(a.tags & BAD_SEQ, 0);
+        }
+        assert_eq!(st.dir[0].high, c + 4000);
+        let fill = feed(&mut st, 0, 500, c + 2000, s, PA, 1000, 8507, Some(7));
+        assert!(cause(&fill).is_some(), "the hole's bytes were sent before (lost upstream)");
+    }
+
+    /// reasm_crash_anon.pcapng frames 34-35: a FIN on a RST (damaged flags) takes no sequence
+    /// number on our mark, so the next request at the same sequence number is new data.
+    #[test]
+    fn fin_on_a_rst_takes_no_sequence_number() {
+        let (c, s) = (1_000u32, 9_000u32);
+        let mut st = TcpState::default();
+        feed(&mut st, 0, 0, c, s, PA, 13, 8507, None);
+        feed(&mut st, 1, 1, s, c + 13, PA, 54, 453, None);
+        let rst_fin = feed(&mut st, 0, 2, c + 13, s + 54, TCP_RST | TCP_FIN | A, 0, 59, None);
+        assert_eq!(st.dir[0].high, c + 13);
+        assert_eq!(cause(&rst_fin), None);
+        let next = feed(&mut st, 0, 30_000, c + 13, s + 54, PA, 13, 8507, None);
+        assert_eq!(cause(&next), None);
+        assert_eq!(st.dir[0].nextseq, c + 26);
+        // A plain FIN does take one.
+        feed(&mut st, 0, 30_001, c + 26, s + 54, TCP_FIN | A, 0, 8507, None);
+        assert_eq!(st.dir[0].high, c + 27);
+    }
+
+    /// ipv6-http-atomic-frag.pcap frames 5-8: the client's request is written to the file after
+    /// the server's ACK of it, stamped 27 us before that ACK. It is the original, not a spurious
+    /// retransmission; the same bytes sent again after the ACK are one.
+    #[test]
+    fn late_recorded_original_is_no_retransmission() {
+        let (c, s) = (3_810_442_574u32, 3_185_309_716u32);
+        let mut st = TcpState::default();
+        let at = |st: &mut TcpState, dir: usize, t_us: i64, seq: u32, ack: u32, flags: u16, len: u32| {
+            let tcp = TcpInfo { seq, ack, flags, window: 8192, header_len: 20, ..TcpInfo::default() };
+            st.analyze(&PacketIn { dir, ts_ns: t_us * 1_000, tcp: &tcp, seglen: len, ip_id: None, peer_window_shift: None })
+        };
+        at(&mut st, 0, 0, c, 0, TCP_SYN, 0);
+        at(&mut st, 1, 12, s, c + 1, TCP_SYN | A, 0);
+        at(&mut st, 0, 13_000, c + 1, s + 1, A, 0);
+        at(&mut st, 1, 41_740, s + 1, c + 16, A, 0); // acks 15 bytes not seen yet
+        let late = at(&mut st, 0, 41_713, c + 1, s + 1, PA, 15);
+        assert_ne!(late.tags & SPURIOUS_RETRANSMISSION, 0, "Wireshark's flags stay (tshark agrees)");
+        assert_eq!((cause(&late), late.retx_delay_ns), (None, None));
+        assert_eq!(st.stats.retx_packets, [0, 0]);
+        let again = at(&mut st, 0, 50_000, c + 1, s + 1, PA, 15);
+        assert_eq!(cause(&again), Some("spurious"));
+        // In time order, bytes never seen but already acknowledged stay spurious (Wireshark).
+        let mut st = TcpState::default();
+        at(&mut st, 0, 0, c, 0, TCP_SYN, 0);
+        at(&mut st, 1, 12, s, c + 1, TCP_SYN | A, 0);
+        at(&mut st, 1, 41_740, s + 1, c + 16, A, 0);
+        let after = at(&mut st, 0, 41_800, c + 1, s + 1, PA, 15);
+        assert_eq!(cause(&after), Some("spurious"));
+    }
 }
