@@ -471,7 +471,7 @@ impl TcpState {
                 // makes it an RTO one, recovering up to everything sent so far: Linux's
                 // tcp_enter_loss sets high_seq = snd_nxt, and retransmits in loss state until
                 // that is acknowledged, however far fast recovery had got.
-                (Some(RecoveryKind::Rto), Some(_)) => fwd.recovery = Some((RecoveryKind::Rto, fwd.nextseq)),
+                (Some(RecoveryKind::Rto), Some(_)) => fwd.recovery = Some((RecoveryKind::Rto, fwd.high)),
                 (Some(k), None) => {
                     fwd.recovery = Some((k, fwd.high));
                     fwd.recovery_since = Some(now);
