@@ -120,6 +120,9 @@ pub struct DirSeq {
     last_advance_ts: Option<i64>,
     /// Recent retransmissions of this direction: (seq, end, tags, delay), for D-SACK checks.
     recent_retx: VecDeque<(u32, u32, u32, i64)>,
+    /// RACK (RFC 8985 §6.1): the latest send time of this direction's segments the receiver is
+    /// known to have got (SACKed or acknowledged); 0 before any.
+    delivered_sent_ts: i64,
     /// tailscope's highest sequence sent + 1 (0 unset), which our judgement uses: it moves as
     /// `nextseq` does, except that a segment with a damaged sequence number (`BAD_SEQ`) does not
     /// move it, a FIN on a RST takes no sequence number, and it restarts when the client
@@ -164,6 +167,7 @@ impl Default for DirSeq {
             sack_holes: VecDeque::new(),
             recent_retx: VecDeque::new(),
             last_advance_ts: None,
+            delivered_sent_ts: 0,
             high: 0,
             acked_ahead_ts: None,
             adv: None,
@@ -409,9 +413,10 @@ impl TcpState {
         let not_advanced = ta & (OUT_OF_ORDER | RETRANSMISSION) != 0 && !spurious && !fresh;
         let mut is_retx = if spurious { !late_original } else { ta & RETRANSMISSION != 0 && !fresh };
         let mut reorder_ns = None;
+        let mut hole_age = None;
         if not_advanced {
             let local = self.vantage.local_dir() == Some(pk.dir);
-            let hole_age = take_hole(fwd, seq, seglen, now);
+            hole_age = take_hole(fwd, seq, seglen, now);
             let min_rtt = if self.first_rtt_ns > 0 { self.first_rtt_ns } else { OOO_DEFAULT_NS * 2 };
             let young = hole_age.is_some_and(|age| (age as f64) < REORDER_RTT_SHARE * min_rtt as f64);
             let reordered = if local {
@@ -437,7 +442,10 @@ impl TcpState {
         let mut out = Analysis::default();
         if is_retx {
             let original = fwd.segments.iter().find(|u| u.seq == seq || (le(u.seq, seq) && lt(seq, u.nextseq))).copied();
-            let first_ts = original.map_or(fwd.last_send_ts.unwrap_or(now), |u| u.first_ts_ns);
+            // Bytes the capture never saw (lost before it) were first sent before the segment
+            // that showed their hole: the hole's age is what the loss cost at least.
+            let unseen_since = hole_age.map(|age| now - age).or(fwd.last_send_ts).unwrap_or(now);
+            let first_ts = original.map_or(unseen_since, |u| u.first_ts_ns);
             out.retx_delay_ns = Some(now - first_ts);
             let copy_fields = (ack, window, t.ts.map(|x| x.0));
             let original = fwd.segments.iter().rev().find(|u| u.seq == seq && u.len == seglen).copied().or(original);
@@ -467,17 +475,20 @@ impl TcpState {
                 None
             };
             match (kind, fwd.recovery) {
-                // A timeout inside an episode (fast recovery, after a probe, or a backed-off RTO)
-                // makes it an RTO one, recovering up to everything sent so far: Linux's
+                // A timeout inside an episode (fast recovery, after a probe, or again in an RTO
+                // episode) makes it an RTO one recovering up to everything sent so far: Linux's
                 // tcp_enter_loss sets high_seq = snd_nxt, and retransmits in loss state until
-                // that is acknowledged, however far fast recovery had got.
-                (Some(RecoveryKind::Rto), Some(_)) => fwd.recovery = Some((RecoveryKind::Rto, fwd.high)),
+                // that is acknowledged, however far fast recovery had got. Resends that only
+                // inherit an RTO episode's cause keep its point.
+                (Some(RecoveryKind::Rto), Some((prev, _))) if prev != RecoveryKind::Rto || timer_fired(fwd, rev, now).0 => {
+                    fwd.recovery = Some((RecoveryKind::Rto, fwd.high));
+                }
                 (Some(k), None) => {
                     fwd.recovery = Some((k, fwd.high));
                     fwd.recovery_since = Some(now);
                 }
-                // After a probe, the RTO or fast recovery that follows takes the episode over.
-                (Some(k), Some((RecoveryKind::Tlp, point))) if k != RecoveryKind::Tlp => fwd.recovery = Some((k, point)),
+                // After a probe, the fast recovery that follows takes the episode over.
+                (Some(RecoveryKind::Fast), Some((RecoveryKind::Tlp, point))) => fwd.recovery = Some((RecoveryKind::Fast, point)),
                 _ => {}
             }
             record_retx(&mut self.stats, &mut self.retx_run, pk.dir, seq, seglen, ta, now - first_ts);
@@ -612,10 +623,20 @@ impl TcpState {
                     }
                 }
             }
+            // RACK's delivered send time. A retransmission delivered sooner than the path's
+            // minimum RTT after it left is no evidence: the ACK may be for an earlier copy.
+            let min_rtt = rev.rtt.min.unwrap_or(0);
+            let mut delivered = rev.delivered_sent_ts;
+            let mut deliver = |u: &Unacked| {
+                if !u.retransmitted || now - u.ts_ns >= min_rtt {
+                    delivered = delivered.max(u.ts_ns);
+                }
+            };
             if !blocks.is_empty() {
                 let mut newest: Option<&Unacked> = None;
                 for u in rev.segments.iter_mut() {
                     if !u.sacked && blocks.iter().any(|&(l, r)| le(l, u.seq) && le(u.nextseq, r)) {
+                        deliver(u);
                         u.sacked = true;
                         if !u.retransmitted && newest.is_none_or(|n| u.ts_ns > n.ts_ns) {
                             sample = Some((now - u.ts_ns, u.bif));
@@ -656,6 +677,9 @@ impl TcpState {
             let mut timed = None;
             let mut retired_retx = false;
             let mut settle = |u: &mut Unacked| {
+                if gt(ack, u.seq) {
+                    deliver(u);
+                }
                 if ack == u.nextseq {
                     retired_retx |= u.retransmitted;
                     if !u.retransmitted && !u.sacked && timed.is_none() {
@@ -679,6 +703,7 @@ impl TcpState {
                 rev.segments.pop_front();
             }
             rev.segments.retain_mut(settle);
+            rev.delivered_sent_ts = delivered;
             if sample.is_none() && !retired_retx {
                 sample = timed;
             }
@@ -909,6 +934,17 @@ fn beyond_window(rev: &DirSeq, seq: u32, shift: u8) -> bool {
     allowance < 1 << 31 && gt(seq, ack.wrapping_add(allowance as u32))
 }
 
+/// Whether the sender's retransmission timer has run out by `now` (and how long it has run): it
+/// restarts at every send and at every ACK that advances.
+fn timer_fired(fwd: &DirSeq, rev: &DirSeq, now: i64) -> (bool, i64) {
+    let timer_start = match (fwd.last_send_ts, rev.last_advance_ts) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let gap = timer_start.map_or(i64::MAX, |t| now - t);
+    (gap as f64 >= RTO_SHARE * fwd.est.rto() as f64, gap)
+}
+
 /// Remove the part of a recorded hole that `[seq, seq+len)` fills; the hole's age if it had one.
 fn take_hole(d: &mut DirSeq, seq: u32, len: u32, now: i64) -> Option<i64> {
     let end = seq.wrapping_add(len.max(1));
@@ -1004,21 +1040,15 @@ fn classify(
     if flags & TCP_SYN != 0 {
         return RETX_RTO; // handshake segments are only ever resent by their timer
     }
-    // The sender's retransmission timer restarts at every send and at every ACK that advances.
-    let timer_start = match (fwd.last_send_ts, rev.last_advance_ts) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
-    let gap = timer_start.map_or(i64::MAX, |t| now - t);
-    let rto = fwd.est.rto();
-    let timer_fired = gap as f64 >= RTO_SHARE * rto as f64;
+    let (timer_fired, gap) = timer_fired(fwd, rev, now);
     let probed = matches!(fwd.recovery, Some((RecoveryKind::Tlp, _)));
     match fwd.recovery {
         // A recovery that stalled until the timer fired is an RTO from here on.
         Some((RecoveryKind::Fast, _)) if timer_fired => return RETX_RTO,
-        // Later retransmissions of an RTO or fast-recovery episode belong to what started it.
-        Some((RecoveryKind::Rto, _)) => return RETX_RTO,
-        Some((RecoveryKind::Fast, _)) => return RETX_FAST,
+        // Later retransmissions of an RTO or fast-recovery episode belong to what started it, up
+        // to its recovery point; data first sent after that point was set is judged on its own.
+        Some((RecoveryKind::Rto, point)) if lt(seq, point) => return RETX_RTO,
+        Some((RecoveryKind::Fast, point)) if lt(seq, point) => return RETX_FAST,
         // A loss probe is one packet: what follows it is judged on its own.
         _ => {}
     }
@@ -1030,9 +1060,21 @@ fn classify(
     let at_hole = rev.lastack == seq;
     let srtt = fwd.est.srtt().unwrap_or(0);
     // An ACK-driven resend follows the ACK that revealed the loss promptly (RACK waits at most
-    // a fraction of an RTT); one long after it was the timer, whatever the ACK had shown.
-    let prompt = rev.lastack_ts > 0 && now - rev.lastack_ts <= srtt.max(FAST_RETX_WINDOW_NS);
-    if prompt && (sacked_above || (at_hole && dupacks >= 2)) {
+    // a fraction of an RTT); one long after it was the timer, whatever the ACK had shown. From
+    // the capture, the ACK must first reach the sender and the resend come back: the half of the
+    // round trip on the sender's side, which the peer's samples measure (the peer's data passes
+    // the capture, the sender's ACK of it comes back). For a sender next to the capture that is
+    // nothing; for one on the far side it is most of the RTT.
+    let sender_side = rev.est.srtt().unwrap_or(0);
+    let prompt = rev.lastack_ts > 0 && now - rev.lastack_ts <= (srtt + sender_side).max(FAST_RETX_WINDOW_NS);
+    // RACK: a segment sent after this one's latest transmission reached the receiver, so this
+    // one is lost (RFC 8985 §6.2), although no SACK above it is in the latest ACK and it is not
+    // at the hole (losses found this way once the ACKs that showed them have passed).
+    // RACK retransmits on the ACK that delivered the later segment, or when its reordering
+    // window (a quarter of the RTT) runs out: a resend later than that was its timer's.
+    let rack_prompt = rev.lastack_ts > 0 && now - rev.lastack_ts <= sender_side + (srtt / 4).max(FAST_RETX_WINDOW_NS);
+    let rack_lost = rack_prompt && original.is_some_and(|o| fwd.delivered_sent_ts > o.ts_ns);
+    if prompt && (sacked_above || (at_hole && dupacks >= 2) || rack_lost) {
         return RETX_FAST; // dupACK or SACK driven (RFC 5681, RFC 6675, RFC 8985 RACK)
     }
     if timer_fired {
