@@ -1113,6 +1113,28 @@ mod tests {
         cause_name(a.tags)
     }
 
+    /// RACK (RFC 8985 §6.2): a segment sent before one the receiver got is lost; its prompt resend
+    /// is a fast retransmit although the latest ACK neither SACKs above it nor repeats (the SACK
+    /// block that showed the later segment can have dropped off the receiver's list).
+    #[test]
+    fn a_prompt_resend_on_rack_evidence_is_a_fast_retransmit() {
+        let (c, s) = (1_000u32, 5_000u32);
+        let mut st = TcpState::default();
+        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, None);
+        feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, None);
+        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, None);
+        feed(&mut st, 0, 41, c + 1, s + 1, PA, 100, 65535, None);
+        for i in 0..3u32 {
+            feed(&mut st, 1, 50 + i64::from(i), s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+        }
+        feed(&mut st, 0, 90, c + 101, s + 1001, A, 0, 65535, None); // segment 0 acked, no SACK
+        let mut rack = st.clone();
+        rack.dir[1].delivered_sent_ts = 52 * MS; // segment 2 was SACKed by an earlier ACK
+        let resend = |st: &mut TcpState| cause(&feed(st, 1, 91, s + 1001, c + 101, PA, 1000, 65535, None));
+        assert_eq!(resend(&mut rack), Some("fast_retransmit"));
+        assert_eq!(resend(&mut st), Some("unknown"), "no evidence without RACK");
+    }
+
     /// tls_multiple_synack_different_seq.pcapng: the server answers with SYN-ACKs of different
     /// ISNs and the client acknowledges a later one. Its data is a first transmission, although
     /// Wireshark's mark (from the first ISN) still flags it; a real resend is still one.
