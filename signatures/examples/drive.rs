@@ -7,8 +7,12 @@ use std::path::Path;
 use tailscope_signatures::session::{Session, SessionConfig};
 
 fn main() {
-    let path = std::env::args().nth(1).expect("usage: drive CAPTURE");
-    let mut s = Session::new(SessionConfig::default(), "bench");
+    let path = std::env::args().nth(1).expect("usage: drive CAPTURE [BATCH_ROWS]");
+    let mut config = SessionConfig::default();
+    if let Some(rows) = std::env::args().nth(2) {
+        config.batch_rows = rows.parse().expect("usage: drive CAPTURE [BATCH_ROWS]");
+    }
+    let mut s = Session::new(config, "bench");
     let mut cur = s.open(Path::new(&path), "trace").expect("readable capture");
     let mut rows = [0usize; 5];
     let mut count = |d: tailscope_signatures::session::Drained| {

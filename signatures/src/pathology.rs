@@ -205,28 +205,56 @@ impl Pathology {
         if goodput <= 0.0 {
             return;
         }
-        let mut best: Option<(f64, f64, f64, f64, f64, f64)> = None; // score, rate, burst, shares
-        for step in 0..=50 {
-            // Rates from the goodput up to 6x it: recovery pauses can hide most of a fast
-            // policer's rate from the goodput.
-            let rate = goodput * (1.0 + 0.1 * f64::from(step));
-            let burst = burst_before(&self.tx[..first], self.tx[0].ts_ns, rate);
-            let (loss_share, pass_share, loss_rate) = replay(&self.tx[first..=last], rate, burst);
-            let score = loss_share - pass_share;
-            if best.is_none_or(|b| score > b.0) {
-                best = Some((score, rate, burst, loss_share, pass_share, loss_rate));
-            }
-        }
-        let Some((_, rate, burst, loss_share, pass_share, loss_rate)) = best else { return };
+        // Two conditions of the verdict do not depend on the rate: the loss rate (every loss
+        // lies between the first and the last, as `replay` counts them) and the queue. When
+        // either fails the flow is not policed whatever the search finds, so skip the search.
+        let n_loss = losses.len();
+        let n_pass = last + 1 - first - n_loss;
+        let loss_rate = n_loss as f64 / (n_loss + n_pass).max(1) as f64;
         // A policer drops without queueing: the RTT stays near its minimum.
         let no_queue = match (min_rtt, rtt_p(50.0)) {
             (Some(m), Some(p50)) if m > 0 => (p50 as f64) <= POLICE_MAX_RTT_INFLATION * m as f64 + 10e6,
             _ => true,
         };
-        v.policed = loss_share >= POLICE_MIN_LOSS_EMPTY
-            && pass_share <= POLICE_MAX_PASS_EMPTY
-            && loss_rate >= POLICE_MIN_LOSS_RATE
-            && no_queue;
+        if loss_rate < POLICE_MIN_LOSS_RATE || !no_queue {
+            return;
+        }
+        // What every step of the search reads, computed once (the same values each step used
+        // to compute for itself): before the first loss, the bytes sent so far and the seconds
+        // since the first transmission; from the first loss to the last, each transmission's
+        // gap to the one before it.
+        let t0 = self.tx[0].ts_ns;
+        let mut sent = 0.0f64;
+        let before: Vec<(f64, f64)> = self.tx[..first]
+            .iter()
+            .map(|t| {
+                sent += f64::from(t.len);
+                (sent, (t.ts_ns - t0) as f64 / 1e9)
+            })
+            .collect();
+        let mut t_prev = self.tx[first].ts_ns;
+        let window: Vec<Step> = self.tx[first..=last]
+            .iter()
+            .map(|t| {
+                let gap_s = (t.ts_ns - t_prev) as f64 / 1e9;
+                t_prev = t.ts_ns;
+                Step { gap_s, len: f64::from(t.len), lost: t.lost }
+            })
+            .collect();
+        let mut best: Option<(f64, f64, f64, f64, f64)> = None; // score, rate, burst, shares
+        for step in 0..=50 {
+            // Rates from the goodput up to 6x it: recovery pauses can hide most of a fast
+            // policer's rate from the goodput.
+            let rate = goodput * (1.0 + 0.1 * f64::from(step));
+            let burst = burst_before(&before, rate);
+            let (loss_share, pass_share) = replay(&window, n_loss, n_pass, rate, burst);
+            let score = loss_share - pass_share;
+            if best.is_none_or(|b| score > b.0) {
+                best = Some((score, rate, burst, loss_share, pass_share));
+            }
+        }
+        let Some((_, rate, burst, loss_share, pass_share)) = best else { return };
+        v.policed = loss_share >= POLICE_MIN_LOSS_EMPTY && pass_share <= POLICE_MAX_PASS_EMPTY;
         if v.policed {
             v.policing_rate_bps = Some(rate * 8.0);
             v.policing_burst_bytes = Some(burst as i64);
@@ -235,45 +263,45 @@ impl Pathology {
 }
 
 /// How far the sender got ahead of `rate` before the first loss: the bucket it drained. At
-/// least two full-size packets, since any bucket holds that much.
-fn burst_before(tx: &[Tx], t0: i64, rate: f64) -> f64 {
-    let mut sent = 0.0f64;
+/// least two full-size packets, since any bucket holds that much. `before` holds, per
+/// transmission, the bytes sent up to it and its time since the first transmission (seconds).
+fn burst_before(before: &[(f64, f64)], rate: f64) -> f64 {
     let mut burst: f64 = 2.0 * 1500.0;
-    for t in tx {
-        sent += f64::from(t.len);
-        burst = burst.max(sent - rate * ((t.ts_ns - t0) as f64 / 1e9));
+    for &(sent, secs) in before {
+        burst = burst.max(sent - rate * secs);
     }
     burst
 }
 
+/// One transmission between the first loss and the last, as the token bucket replay reads it.
+struct Step {
+    /// Seconds since the transmission before it (0 for the first).
+    gap_s: f64,
+    len: f64,
+    lost: bool,
+}
+
 /// Replay a token bucket of size `burst`, empty at the first loss, filling at `rate` bytes/s:
-/// the share of losses that met an empty bucket, the share of passes that found it deeply in
-/// debt, and the loss rate. The cap matters: idle time fills a real bucket only to its size.
-fn replay(tx: &[Tx], rate: f64, burst: f64) -> (f64, f64, f64) {
-    let (mut tokens, mut t_prev) = (0.0f64, tx[0].ts_ns);
-    let (mut loss_empty, mut n_loss, mut pass_empty, mut n_pass) = (0usize, 0usize, 0usize, 0usize);
-    for t in tx {
-        tokens = (tokens + rate * ((t.ts_ns - t_prev) as f64 / 1e9)).min(burst);
-        t_prev = t.ts_ns;
-        let len = f64::from(t.len);
+/// the share of the `n_loss` losses that met an empty bucket, and the share of the `n_pass`
+/// passes that found it deeply in debt. The cap matters: idle time fills a real bucket only
+/// to its size.
+fn replay(window: &[Step], n_loss: usize, n_pass: usize, rate: f64, burst: f64) -> (f64, f64) {
+    let mut tokens = 0.0f64;
+    let (mut loss_empty, mut pass_empty) = (0usize, 0usize);
+    for t in window {
+        tokens = (tokens + rate * t.gap_s).min(burst);
         if t.lost {
-            n_loss += 1;
-            if tokens < len {
+            if tokens < t.len {
                 loss_empty += 1;
             }
         } else {
-            n_pass += 1;
-            if tokens < -2.0 * len {
+            if tokens < -2.0 * t.len {
                 pass_empty += 1;
             }
-            tokens -= len;
+            tokens -= t.len;
         }
     }
-    (
-        loss_empty as f64 / n_loss.max(1) as f64,
-        pass_empty as f64 / n_pass.max(1) as f64,
-        n_loss as f64 / (n_loss + n_pass).max(1) as f64,
-    )
+    (loss_empty as f64 / n_loss.max(1) as f64, pass_empty as f64 / n_pass.max(1) as f64)
 }
 
 /// The most consecutive RTT samples (in the order they were taken) that satisfy `hit`.

@@ -78,9 +78,11 @@ impl Samples {
             return None;
         }
         let mut v = self.kept.clone();
-        v.sort_unstable();
         let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
-        Some(v[rank.min(v.len()) - 1])
+        // The value at that rank of the sorted samples, without sorting them all.
+        let k = rank.min(v.len()) - 1;
+        let (_, nth, _) = v.select_nth_unstable(k);
+        Some(*nth)
     }
 }
 

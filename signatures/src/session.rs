@@ -12,7 +12,7 @@ use tailscope_parsers::{Compression, SkipCounts};
 use crate::flow::{Direction, FlowConfig, FlowTracker};
 use crate::queries::Query;
 use crate::tables::{
-    events_batch, flows_batch, packets_batch, queries_batch, queries_of_flows, query_flows_batch, EventRow, PacketRow,
+    events_batch, flows_batch, queries_batch, queries_of_flows, query_flows_batch, EventRow, PacketColumns, PacketRow,
     QueryFlow,
 };
 use crate::quic;
@@ -121,7 +121,8 @@ pub struct Session {
     pub capture_id: String,
     pub files: Vec<String>,
     tracker: FlowTracker,
-    rows: Vec<PacketRow>,
+    /// The packet batch being filled.
+    packets: PacketColumns,
     events: Vec<EventRow>,
     /// Finished queries of flows still open (a long-lived connection's exchanges), written as
     /// they complete rather than held by their flow; and those flows, once each.
@@ -143,7 +144,7 @@ impl Session {
     pub fn new(config: SessionConfig, capture_id: &str) -> Session {
         Session {
             tracker: FlowTracker::new(config.flow.clone(), capture_id),
-            rows: Vec::with_capacity(config.batch_rows),
+            packets: PacketColumns::new(config.batch_rows),
             events: Vec::new(),
             relabel_floor: (0, 0),
             queries_written_unsettled: 0,
@@ -208,7 +209,7 @@ impl Session {
 
     /// Is some output batch full, so that it must be drained before more packets come in?
     pub(crate) fn batch_full(&self) -> bool {
-        self.rows.len() >= self.config.batch_rows
+        self.packets.len() >= self.config.batch_rows
             || self.queries.len() >= self.query_batch_rows()
             || self.tracker.finished.len() >= FLOWS_PER_BATCH
     }
@@ -240,7 +241,7 @@ impl Session {
                 Ok(p) => {
                     st.decoded += 1;
                     let row = self.track(&p, cur.file_index);
-                    self.rows.push(row);
+                    self.packets.push(row);
                 }
                 Err(reason) => st.skipped.add(reason),
             }
@@ -392,13 +393,12 @@ impl Session {
     fn relabel_spurious(&mut self, flow_id: i64, c2s: bool, seq: u32) {
         let cause_bits = tags::RETX_RTO | tags::RETX_FAST | tags::RETX_TLP | tags::RETX_NETWORK_DUPLICATE | tags::RETX_UNKNOWN;
         let (row_floor, event_floor) = self.relabel_floor;
-        let Some(row) = self.rows[row_floor..].iter_mut().rev().find(|r| {
-            r.flow_id == flow_id && r.c2s == c2s && r.seq == Some(seq) && r.tags & cause_bits != 0
-        }) else {
+        let Some(i) = self.packets.find_last(row_floor, flow_id, c2s, seq, cause_bits) else {
             return;
         };
-        row.tags = (row.tags & !(cause_bits | tags::TAIL_LOSS)) | tags::RETX_SPURIOUS;
-        let frame = row.frame;
+        let row_tags = self.packets.tags_mut(i);
+        *row_tags = (*row_tags & !(cause_bits | tags::TAIL_LOSS)) | tags::RETX_SPURIOUS;
+        let frame = self.packets.frame(i);
         let mut index = 0;
         self.events.retain(|e| {
             index += 1;
@@ -452,9 +452,8 @@ impl Session {
 
     /// Ready output: the packet batch if full (or `force`), and the flows that have ended.
     pub fn drain(&mut self, force: bool) -> Drained {
-        let packets = if !self.rows.is_empty() && (force || self.rows.len() >= self.config.batch_rows) {
-            let b = packets_batch(&self.rows, &self.capture_id, &self.files);
-            self.rows.clear();
+        let packets = if !self.packets.is_empty() && (force || self.packets.len() >= self.config.batch_rows) {
+            let b = self.packets.finish(&self.capture_id, &self.files);
             self.relabel_floor.0 = 0;
             Some(b)
         } else {

@@ -437,40 +437,32 @@ fn opt_str(s: &str) -> Option<&str> {
     }
 }
 
-// The packet batch is built once per packet, so its columns are filled in tight passes (values,
-// then a validity bitmap packed 64 rows at a time) rather than through Arrow's per-element
-// builders and `FromIterator<Option<_>>`, which branch and grow buffers on every value.
+// The packet batch is built once per packet, so its columns are filled without Arrow's
+// per-element builders and `FromIterator<Option<_>>`, which branch and grow buffers on every value.
 
-/// A nullable primitive column; a null's slot holds the default value, as Arrow's builders do.
-fn opt_column<T: ArrowPrimitiveType, R>(rows: &[R], f: impl Fn(&R) -> Option<T::Native>) -> PrimitiveArray<T> {
-    let values: ScalarBuffer<T::Native> = rows.iter().map(|r| f(r).unwrap_or_default()).collect();
-    let valid = BooleanBuffer::collect_bool(rows.len(), |i| f(&rows[i]).is_some());
-    PrimitiveArray::new(values, Some(NullBuffer::new(valid)))
-}
-
-/// A string column with a null where `f` gives None.
-fn str_column<'a, R>(rows: &[R], f: impl Fn(&R) -> Option<&'a str>) -> StringArray {
+/// A string column with a null where `f` gives None (no validity buffer when nothing is null).
+fn str_column<'a>(n: usize, f: impl Fn(usize) -> Option<&'a str>) -> StringArray {
     let mut values: Vec<u8> = Vec::new();
-    let offsets = OffsetBuffer::<i32>::from_lengths(rows.iter().map(|r| {
-        let s = f(r).unwrap_or("");
+    let offsets = OffsetBuffer::<i32>::from_lengths((0..n).map(|i| {
+        let s = f(i).unwrap_or("");
         values.extend_from_slice(s.as_bytes());
         s.len()
     }));
-    let valid = BooleanBuffer::collect_bool(rows.len(), |i| f(&rows[i]).is_some());
-    let nulls = (valid.count_set_bits() < rows.len()).then(|| NullBuffer::new(valid));
+    let valid = BooleanBuffer::collect_bool(n, |i| f(i).is_some());
+    let nulls = (valid.count_set_bits() < n).then(|| NullBuffer::new(valid));
     StringArray::new(offsets, Buffer::from_vec(values), nulls)
 }
 
 /// `tags::names` of every row as a list<string>, without a Vec per row.
-fn tag_name_lists(rows: &[PacketRow]) -> ArrayRef {
+fn tag_name_lists(tags: &[u32]) -> ArrayRef {
     let mut values: Vec<u8> = Vec::new();
     let mut value_offsets: Vec<i32> = vec![0];
-    let lists = OffsetBuffer::<i32>::from_lengths(rows.iter().map(|r| {
-        if r.tags == 0 {
+    let lists = OffsetBuffer::<i32>::from_lengths(tags.iter().map(|&t| {
+        if t == 0 {
             return 0;
         }
         let before = value_offsets.len();
-        for name in tags::names(r.tags) {
+        for name in tags::names(t) {
             values.extend_from_slice(name.as_bytes());
             value_offsets.push(i32::try_from(values.len()).expect("tag names of one batch fit in 2 GiB"));
         }
@@ -481,69 +473,325 @@ fn tag_name_lists(rows: &[PacketRow]) -> ArrayRef {
     Arc::new(ListArray::new(item, lists, Arc::new(names), None))
 }
 
-/// The SACK blocks of every row: null for a packet that is not TCP.
-fn sack_lists(rows: &[PacketRow]) -> ArrayRef {
-    let blocks = || rows.iter().flat_map(|r| &r.sack[..if r.is_tcp { usize::from(r.sack_count) } else { 0 }]);
-    let left: UInt32Array = blocks().map(|b| b.0).collect::<Vec<u32>>().into();
-    let right: UInt32Array = blocks().map(|b| b.1).collect::<Vec<u32>>().into();
-    let items = arrow_array::StructArray::new(sack_fields(), vec![Arc::new(left) as ArrayRef, Arc::new(right)], None);
-    let lists = OffsetBuffer::<i32>::from_lengths(rows.iter().map(|r| if r.is_tcp { usize::from(r.sack_count) } else { 0 }));
-    let valid = BooleanBuffer::collect_bool(rows.len(), |i| rows[i].is_tcp);
-    let nulls = (valid.count_set_bits() < rows.len()).then(|| NullBuffer::new(valid));
-    let item = Arc::new(Field::new("item", DataType::Struct(sack_fields()), false));
-    Arc::new(ListArray::new(item, lists, Arc::new(items), nulls))
+/// A nullable column being filled: values (the default in a null's slot, as Arrow's builders
+/// do) and validity.
+struct OptColumn<T: ArrowPrimitiveType> {
+    values: Vec<T::Native>,
+    valid: Vec<bool>,
 }
 
-/// Rows per chunk when building a packet batch: the chunk's rows (192 bytes each, 768 KiB) stay
-/// in the L2 cache across the 27 column passes. Built whole, a 64k-row batch (12 MiB of rows)
-/// was read from memory once per column, which cost more time than the instructions suggest.
-const PACKET_CHUNK_ROWS: usize = 4096;
-
-pub fn packets_batch(rows: &[PacketRow], capture_id: &str, files: &[String]) -> RecordBatch {
-    if rows.len() <= PACKET_CHUNK_ROWS {
-        return packets_chunk(rows, capture_id, files);
+impl<T: ArrowPrimitiveType> OptColumn<T> {
+    fn new() -> Self {
+        OptColumn { values: Vec::new(), valid: Vec::new() }
     }
-    let parts: Vec<RecordBatch> = rows.chunks(PACKET_CHUNK_ROWS).map(|c| packets_chunk(c, capture_id, files)).collect();
-    arrow_select::concat::concat_batches(&packet_schema(), &parts).expect("packet chunks share the schema")
+
+    fn reserve(&mut self, n: usize) {
+        self.values.reserve(n);
+        self.valid.reserve(n);
+    }
+
+    fn extend(&mut self, rows: &[PacketRow], f: impl Fn(&PacketRow) -> Option<T::Native>) {
+        self.values.extend(rows.iter().map(|r| f(r).unwrap_or_default()));
+        self.valid.extend(rows.iter().map(|r| f(r).is_some()));
+    }
+
+    fn finish(&mut self) -> PrimitiveArray<T> {
+        let values = ScalarBuffer::from(std::mem::take(&mut self.values));
+        let valid = std::mem::take(&mut self.valid);
+        PrimitiveArray::new(values, Some(NullBuffer::new(BooleanBuffer::collect_bool(valid.len(), |i| valid[i]))))
+    }
 }
 
-fn packets_chunk(rows: &[PacketRow], capture_id: &str, files: &[String]) -> RecordBatch {
-    let n = rows.len();
-    let capture_id = StringArray::new(
-        OffsetBuffer::<i32>::from_lengths(std::iter::repeat_n(capture_id.len(), n)),
-        Buffer::from_vec(capture_id.as_bytes().repeat(n)),
-        None,
-    );
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(capture_id),
-        Arc::new(str_column(rows, |r| Some(files[r.file_index as usize].as_str()))),
-        Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.frame))),
-        Arc::new(TimestampNanosecondArray::from_iter_values(rows.iter().map(|r| r.ts_ns)).with_timezone("UTC")),
-        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.flow_id))),
-        Arc::new(str_column(rows, |r| Some(if r.c2s { "c2s" } else { "s2c" }))),
-        Arc::new(UInt8Array::from_iter_values(rows.iter().map(|r| r.ip_proto))),
-        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.seq)),
-        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.ack)),
-        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.rel_seq)),
-        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.rel_ack)),
-        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.payload_len))),
-        Arc::new(opt_column::<UInt16Type, _>(rows, |r| r.flags)),
-        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.window)),
-        Arc::new(BooleanArray::from_iter(rows.iter().map(|r| r.window_scaled))),
-        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.ts.map(|t| t.0))),
-        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.ts.map(|t| t.1))),
-        sack_lists(rows),
-        Arc::new(opt_column::<UInt32Type, _>(rows, |r| r.ip_id)),
-        Arc::new(UInt8Array::from_iter_values(rows.iter().map(|r| r.ttl))),
-        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.wire_len))),
-        Arc::new(str_column(rows, |r| opt_str(r.encap))),
-        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.tags))),
-        tag_name_lists(rows),
-        Arc::new(str_column(rows, |r| tags::cause_name(r.tags))),
-        Arc::new(opt_column::<Int64Type, _>(rows, |r| r.retx_delay_ns)),
-        Arc::new(opt_column::<Int64Type, _>(rows, |r| r.rtt_ns)),
-    ];
-    RecordBatch::try_new(packet_schema(), columns).expect("packet columns match the schema")
+/// Rows staged before they go into the columns: 4,096 rows of 192 bytes stay in the L2 cache
+/// while each column takes its values from them in one tight pass.
+const STAGED_ROWS: usize = 4096;
+
+/// The packet batch being filled. Rows are staged in a small buffer, which is moved into the
+/// batch's columns each time it fills; the columns then become the batch's Arrow buffers without
+/// a copy. (A whole batch of rows, 12 MiB at 64k rows, was written to memory and read back once
+/// per column, then built in chunks that were concatenated: memory traffic, not instructions, was
+/// most of that cost.) Tags stay editable until the batch is built (`Session::relabel_spurious`).
+pub struct PacketColumns {
+    /// Rows the columns reserve room for when a batch starts.
+    capacity: usize,
+    staged: Vec<PacketRow>,
+    file_index: Vec<u32>,
+    frame: Vec<u64>,
+    ts_ns: Vec<i64>,
+    flow_id: Vec<i64>,
+    c2s: Vec<bool>,
+    ip_proto: Vec<u8>,
+    seq: OptColumn<UInt32Type>,
+    ack: OptColumn<UInt32Type>,
+    rel_seq: OptColumn<UInt32Type>,
+    rel_ack: OptColumn<UInt32Type>,
+    payload_len: Vec<u32>,
+    flags: OptColumn<UInt16Type>,
+    window: OptColumn<UInt32Type>,
+    window_scaled: Vec<bool>,
+    window_scaled_valid: Vec<bool>,
+    tsval: OptColumn<UInt32Type>,
+    tsecr: OptColumn<UInt32Type>,
+    /// SACK blocks of the batch, flat; per row its count (0 for a packet that is not TCP).
+    sack_left: Vec<u32>,
+    sack_right: Vec<u32>,
+    sack_count: Vec<u8>,
+    is_tcp: Vec<bool>,
+    ip_id: OptColumn<UInt32Type>,
+    ttl: Vec<u8>,
+    wire_len: Vec<u32>,
+    /// Per row an index into `encaps`, the distinct encapsulation names seen.
+    encap: Vec<u8>,
+    encaps: Vec<&'static str>,
+    tags: Vec<u32>,
+    retx_delay_ns: OptColumn<Int64Type>,
+    rtt_ns: OptColumn<Int64Type>,
+}
+
+impl PacketColumns {
+    pub fn new(capacity: usize) -> PacketColumns {
+        PacketColumns {
+            capacity,
+            staged: Vec::with_capacity(capacity.min(STAGED_ROWS)),
+            file_index: Vec::new(),
+            frame: Vec::new(),
+            ts_ns: Vec::new(),
+            flow_id: Vec::new(),
+            c2s: Vec::new(),
+            ip_proto: Vec::new(),
+            seq: OptColumn::new(),
+            ack: OptColumn::new(),
+            rel_seq: OptColumn::new(),
+            rel_ack: OptColumn::new(),
+            payload_len: Vec::new(),
+            flags: OptColumn::new(),
+            window: OptColumn::new(),
+            window_scaled: Vec::new(),
+            window_scaled_valid: Vec::new(),
+            tsval: OptColumn::new(),
+            tsecr: OptColumn::new(),
+            sack_left: Vec::new(),
+            sack_right: Vec::new(),
+            sack_count: Vec::new(),
+            is_tcp: Vec::new(),
+            ip_id: OptColumn::new(),
+            ttl: Vec::new(),
+            wire_len: Vec::new(),
+            encap: Vec::new(),
+            encaps: Vec::new(),
+            tags: Vec::new(),
+            retx_delay_ns: OptColumn::new(),
+            rtt_ns: OptColumn::new(),
+        }
+    }
+
+    /// Rows in the batch so far.
+    pub fn len(&self) -> usize {
+        self.frame.len() + self.staged.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn push(&mut self, r: PacketRow) {
+        self.staged.push(r);
+        if self.staged.len() >= STAGED_ROWS {
+            self.unstage();
+        }
+    }
+
+    /// Room for a whole batch at once, so that no column grows (and is copied) while it fills.
+    fn reserve(&mut self, n: usize) {
+        self.file_index.reserve(n);
+        self.frame.reserve(n);
+        self.ts_ns.reserve(n);
+        self.flow_id.reserve(n);
+        self.c2s.reserve(n);
+        self.ip_proto.reserve(n);
+        self.seq.reserve(n);
+        self.ack.reserve(n);
+        self.rel_seq.reserve(n);
+        self.rel_ack.reserve(n);
+        self.payload_len.reserve(n);
+        self.flags.reserve(n);
+        self.window.reserve(n);
+        self.window_scaled.reserve(n);
+        self.window_scaled_valid.reserve(n);
+        self.tsval.reserve(n);
+        self.tsecr.reserve(n);
+        self.sack_count.reserve(n);
+        self.is_tcp.reserve(n);
+        self.ip_id.reserve(n);
+        self.ttl.reserve(n);
+        self.wire_len.reserve(n);
+        self.encap.reserve(n);
+        self.tags.reserve(n);
+        self.retx_delay_ns.reserve(n);
+        self.rtt_ns.reserve(n);
+    }
+
+    /// Move the staged rows into the columns, one column at a time.
+    fn unstage(&mut self) {
+        if self.staged.is_empty() {
+            return;
+        }
+        if self.frame.is_empty() {
+            self.reserve(self.capacity.max(self.staged.len()));
+        }
+        let staged = std::mem::take(&mut self.staged);
+        let rows = &staged[..];
+        self.file_index.extend(rows.iter().map(|r| r.file_index));
+        self.frame.extend(rows.iter().map(|r| r.frame));
+        self.ts_ns.extend(rows.iter().map(|r| r.ts_ns));
+        self.flow_id.extend(rows.iter().map(|r| r.flow_id));
+        self.c2s.extend(rows.iter().map(|r| r.c2s));
+        self.ip_proto.extend(rows.iter().map(|r| r.ip_proto));
+        self.seq.extend(rows, |r| r.seq);
+        self.ack.extend(rows, |r| r.ack);
+        self.rel_seq.extend(rows, |r| r.rel_seq);
+        self.rel_ack.extend(rows, |r| r.rel_ack);
+        self.payload_len.extend(rows.iter().map(|r| r.payload_len));
+        self.flags.extend(rows, |r| r.flags);
+        self.window.extend(rows, |r| r.window);
+        self.window_scaled.extend(rows.iter().map(|r| r.window_scaled.unwrap_or_default()));
+        self.window_scaled_valid.extend(rows.iter().map(|r| r.window_scaled.is_some()));
+        self.tsval.extend(rows, |r| r.ts.map(|t| t.0));
+        self.tsecr.extend(rows, |r| r.ts.map(|t| t.1));
+        let blocks = |r: &PacketRow| if r.is_tcp { usize::from(r.sack_count) } else { 0 };
+        self.sack_left.extend(rows.iter().flat_map(|r| &r.sack[..blocks(r)]).map(|b| b.0));
+        self.sack_right.extend(rows.iter().flat_map(|r| &r.sack[..blocks(r)]).map(|b| b.1));
+        self.sack_count.extend(rows.iter().map(|r| blocks(r) as u8));
+        self.is_tcp.extend(rows.iter().map(|r| r.is_tcp));
+        self.ip_id.extend(rows, |r| r.ip_id);
+        self.ttl.extend(rows.iter().map(|r| r.ttl));
+        self.wire_len.extend(rows.iter().map(|r| r.wire_len));
+        for r in rows {
+            // The names are static strings: the same name is almost always the same pointer.
+            let same = |e: &&str| std::ptr::eq(*e, r.encap) || *e == r.encap;
+            let encap = match self.encaps.iter().position(same) {
+                Some(i) => i,
+                None => {
+                    self.encaps.push(r.encap);
+                    self.encaps.len() - 1
+                }
+            };
+            self.encap.push(u8::try_from(encap).expect("fewer than 256 encapsulation names"));
+        }
+        self.tags.extend(rows.iter().map(|r| r.tags));
+        self.retx_delay_ns.extend(rows, |r| r.retx_delay_ns);
+        self.rtt_ns.extend(rows, |r| r.rtt_ns);
+        self.staged = staged;
+        self.staged.clear();
+    }
+
+    /// The index of the last row at or after `floor` of this flow direction that carries
+    /// sequence number `seq` and one of `bits` in its tags.
+    pub fn find_last(&self, floor: usize, flow_id: i64, c2s: bool, seq: u32, bits: u32) -> Option<usize> {
+        let moved = self.frame.len();
+        let staged = self.staged.iter().enumerate().rev().map(|(i, r)| (moved + i, r.flow_id, r.c2s, r.tags, r.seq));
+        let columns = (0..moved).rev().map(|i| {
+            let seq = self.seq.valid[i].then(|| self.seq.values[i]);
+            (i, self.flow_id[i], self.c2s[i], self.tags[i], seq)
+        });
+        staged
+            .chain(columns)
+            .take_while(|&(i, ..)| i >= floor)
+            .find(|&(_, id, dir, tags, s)| id == flow_id && dir == c2s && tags & bits != 0 && s == Some(seq))
+            .map(|(i, ..)| i)
+    }
+
+    /// A row's tags, to change them while the row waits in the batch.
+    pub fn tags_mut(&mut self, i: usize) -> &mut u32 {
+        let moved = self.frame.len();
+        if i < moved {
+            &mut self.tags[i]
+        } else {
+            &mut self.staged[i - moved].tags
+        }
+    }
+
+    pub fn frame(&self, i: usize) -> u64 {
+        let moved = self.frame.len();
+        if i < moved {
+            self.frame[i]
+        } else {
+            self.staged[i - moved].frame
+        }
+    }
+
+    /// The rows so far as a batch; the columns start over empty.
+    pub fn finish(&mut self, capture_id: &str, files: &[String]) -> RecordBatch {
+        self.unstage();
+        let n = self.frame.len();
+        let capture_id = StringArray::new(
+            OffsetBuffer::<i32>::from_lengths(std::iter::repeat_n(capture_id.len(), n)),
+            Buffer::from_vec(capture_id.as_bytes().repeat(n)),
+            None,
+        );
+        let file_index = std::mem::take(&mut self.file_index);
+        let c2s = std::mem::take(&mut self.c2s);
+        let encap = std::mem::take(&mut self.encap);
+        let encaps = std::mem::take(&mut self.encaps);
+        let tags = std::mem::take(&mut self.tags);
+        let window_scaled = {
+            let (v, ok) = (std::mem::take(&mut self.window_scaled), std::mem::take(&mut self.window_scaled_valid));
+            BooleanArray::new(BooleanBuffer::collect_bool(n, |i| v[i]), Some(NullBuffer::new(BooleanBuffer::collect_bool(n, |i| ok[i]))))
+        };
+        let sack = {
+            let left = UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.sack_left)), None);
+            let right = UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.sack_right)), None);
+            let items = arrow_array::StructArray::new(sack_fields(), vec![Arc::new(left) as ArrayRef, Arc::new(right)], None);
+            let lists = OffsetBuffer::<i32>::from_lengths(self.sack_count.iter().map(|&c| usize::from(c)));
+            self.sack_count = Vec::new();
+            let is_tcp = std::mem::take(&mut self.is_tcp);
+            let valid = BooleanBuffer::collect_bool(n, |i| is_tcp[i]);
+            let nulls = (valid.count_set_bits() < n).then(|| NullBuffer::new(valid));
+            let item = Arc::new(Field::new("item", DataType::Struct(sack_fields()), false));
+            Arc::new(ListArray::new(item, lists, Arc::new(items), nulls))
+        };
+        let tag_names = tag_name_lists(&tags);
+        let retx_cause = str_column(n, |i| tags::cause_name(tags[i]));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(capture_id),
+            Arc::new(str_column(n, |i| Some(files[file_index[i] as usize].as_str()))),
+            Arc::new(UInt64Array::new(ScalarBuffer::from(std::mem::take(&mut self.frame)), None)),
+            Arc::new(TimestampNanosecondArray::new(ScalarBuffer::from(std::mem::take(&mut self.ts_ns)), None).with_timezone("UTC")),
+            Arc::new(Int64Array::new(ScalarBuffer::from(std::mem::take(&mut self.flow_id)), None)),
+            Arc::new(str_column(n, |i| Some(if c2s[i] { "c2s" } else { "s2c" }))),
+            Arc::new(UInt8Array::new(ScalarBuffer::from(std::mem::take(&mut self.ip_proto)), None)),
+            Arc::new(self.seq.finish()),
+            Arc::new(self.ack.finish()),
+            Arc::new(self.rel_seq.finish()),
+            Arc::new(self.rel_ack.finish()),
+            Arc::new(UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.payload_len)), None)),
+            Arc::new(self.flags.finish()),
+            Arc::new(self.window.finish()),
+            Arc::new(window_scaled),
+            Arc::new(self.tsval.finish()),
+            Arc::new(self.tsecr.finish()),
+            sack,
+            Arc::new(self.ip_id.finish()),
+            Arc::new(UInt8Array::new(ScalarBuffer::from(std::mem::take(&mut self.ttl)), None)),
+            Arc::new(UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.wire_len)), None)),
+            Arc::new(str_column(n, |i| opt_str(encaps[usize::from(encap[i])]))),
+            Arc::new(UInt32Array::new(ScalarBuffer::from(tags), None)),
+            tag_names,
+            Arc::new(retx_cause),
+            Arc::new(self.retx_delay_ns.finish()),
+            Arc::new(self.rtt_ns.finish()),
+        ];
+        RecordBatch::try_new(packet_schema(), columns).expect("packet columns match the schema")
+    }
+}
+
+/// The packets table's batch of these rows.
+pub fn packets_batch(rows: &[PacketRow], capture_id: &str, files: &[String]) -> RecordBatch {
+    let mut columns = PacketColumns::new(rows.len());
+    for r in rows {
+        columns.push(r.clone());
+    }
+    columns.finish(capture_id, files)
 }
 
 pub fn flows_batch(flows: &[Flow], capture_id: &str, files: &[String], cid_seed: u16) -> RecordBatch {

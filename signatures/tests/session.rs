@@ -205,3 +205,74 @@ fn resends_in_loss_state_after_a_stalled_fast_recovery_are_rto() {
     let causes: Vec<_> = [12u64, 15, 17, 18].iter().map(|&f| by_frame(f).flatten()).collect();
     assert_eq!(causes, [Some("fast_retransmit"), Some("rto"), Some("rto"), Some("rto")].map(|c| c.map(String::from)));
 }
+
+/// A TCP segment between 10.0.0.1:`sport` and 10.0.0.2:80, with a SACK option when `sack` is given.
+fn tcp_sack(sport: u16, c2s: bool, seq: u32, ack: u32, flags: u8, payload: usize, sack: Option<(u32, u32)>) -> Vec<u8> {
+    let (src, dst, a, b) = if c2s { ([10, 0, 0, 1], [10, 0, 0, 2], sport, 80u16) } else { ([10, 0, 0, 2], [10, 0, 0, 1], 80, sport) };
+    let opts: Vec<u8> = match sack {
+        Some((l, r)) => [&[1u8, 1, 5, 10][..], &l.to_be_bytes(), &r.to_be_bytes()].concat(),
+        None => Vec::new(),
+    };
+    let header = 20 + opts.len();
+    let total = (20 + header + payload) as u16;
+    let mut p = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
+    p[2..4].copy_from_slice(&total.to_be_bytes());
+    p.extend_from_slice(&src);
+    p.extend_from_slice(&dst);
+    p.extend_from_slice(&a.to_be_bytes());
+    p.extend_from_slice(&b.to_be_bytes());
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&ack.to_be_bytes());
+    p.extend_from_slice(&[((header / 4) as u8) << 4, flags, 0xff, 0xff, 0, 0, 0, 0]);
+    p.extend_from_slice(&opts);
+    p.extend(std::iter::repeat_n(b'x', payload));
+    p
+}
+
+/// The server's data segment is resent after a timeout, and the client's D-SACK later proves
+/// the resend spurious. `filler` packets of another connection pass in between.
+fn spurious_resend(filler: usize) -> Vec<(u64, Vec<u8>)> {
+    let (c, s) = (1000u32, 5000u32);
+    let mut out = vec![
+        (0, tcp_sack(40000, true, c, 0, 0x02, 0, None)),
+        (10_000, tcp_sack(40000, false, s, c + 1, 0x12, 0, None)),
+        (20_000, tcp_sack(40000, true, c + 1, s + 1, 0x10, 0, None)),
+        (30_000, tcp_sack(40000, true, c + 1, s + 1, 0x18, 100, None)),
+        (31_000, tcp_sack(40000, false, s + 1, c + 101, 0x18, 1000, None)),
+        (631_000, tcp_sack(40000, false, s + 1, c + 101, 0x18, 1000, None)),
+    ];
+    for i in 0..filler {
+        out.push((631_100 + i as u64, tcp_sack(40001, true, 7000, 9000, 0x10, 0, None)));
+    }
+    out.push((700_000, tcp_sack(40000, true, c + 101, s + 1001, 0x10, 0, Some((s + 1, s + 1001)))));
+    out
+}
+
+/// The resent segment's row gets the cause its D-SACK proved, wherever the row waits in the
+/// packet batch being filled (in the staged rows or already in the columns).
+#[test]
+fn a_dsack_relabels_a_resend_anywhere_in_the_pending_batch() {
+    for filler in [0, 10, 5_000, 9_000] {
+        let mut s = Session::new(SessionConfig::default(), "t");
+        let mut cur = s.open_bytes(pcap(&spurious_resend(filler)), "t").expect("a capture");
+        while !cur.done {
+            s.step(&mut cur, 100_000);
+        }
+        s.finish();
+        let d = s.drain(true);
+        let packets = d.packets.expect("packet rows");
+        let cause = packets.column_by_name("retx_cause").unwrap();
+        let cause = cause.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+        let frame = packets.column_by_name("frame").unwrap();
+        let frame = frame.as_any().downcast_ref::<arrow_array::UInt64Array>().unwrap();
+        let causes: Vec<(u64, &str)> = (0..packets.num_rows()).filter(|&i| cause.is_valid(i)).map(|i| (frame.value(i), cause.value(i))).collect();
+        assert_eq!(causes, vec![(6, "spurious")], "filler {filler}");
+        let events = d.events.expect("event rows");
+        let sig = events.column_by_name("signature").unwrap();
+        let sig = sig.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+        let ev_cause = events.column_by_name("cause").unwrap();
+        let ev_cause = ev_cause.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+        let evs: Vec<(&str, Option<&str>)> = (0..events.num_rows()).map(|i| (sig.value(i), ev_cause.is_valid(i).then(|| ev_cause.value(i)))).collect();
+        assert_eq!(evs, vec![("retransmission", Some("spurious"))], "filler {filler}");
+    }
+}

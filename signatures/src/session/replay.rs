@@ -189,7 +189,7 @@ impl Replayer {
             } else if self.file != Some(f) {
                 // The local engine writes out a file's packets before reading the next file: a
                 // later D-SACK cannot relabel them. Same here, without cutting a batch per group.
-                self.session.relabel_floor = (self.session.rows.len(), self.session.events.len());
+                self.session.relabel_floor = (self.session.packets.len(), self.session.events.len());
             }
             self.file = Some(f);
             let frame = Frame {
@@ -205,7 +205,7 @@ impl Replayer {
             })?;
             self.session.totals.decoded += 1;
             let row = self.session.track(&p, f);
-            self.session.rows.push(row);
+            self.session.packets.push(row);
             if self.session.batch_full() {
                 out.push(self.session.drain(false));
             }

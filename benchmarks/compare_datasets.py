@@ -1,0 +1,87 @@
+"""Compare two tailscope datasets (e.g. the same trace analyzed by two builds) table by table.
+
+    .venv/bin/python benchmarks/compare_datasets.py OLD_DIR NEW_DIR [--duckdb]
+
+Needs pyarrow (and duckdb for --duckdb): run it with the tailscope venv's interpreter. For each
+table and partition it checks that both sides have the same part files (run ids aside), the same
+schema (with its metadata) and the same values in the same order; `files` is compared without its
+run_id column. It prints the bytes on disk of each side. With --duckdb, it also reads every
+partition through DuckDB and compares the results and their column types. Exits 1 on any
+difference.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def part_files(root: str) -> dict[str, Path]:
+    out = {}
+    for p in sorted(Path(root).rglob("*.parquet")):
+        key = re.sub(r"part-\d{8}T\d{6}Z-[0-9a-f]+-", "part-RUN-", str(p.relative_to(root)))
+        out[key] = p
+    return out
+
+
+def by_partition(files: dict[str, Path]) -> dict[tuple[str, str], list[Path]]:
+    d: dict[tuple[str, str], list[Path]] = {}
+    for key, p in files.items():
+        parts = Path(key).parts
+        d.setdefault((parts[0], str(Path(*parts[1:-1]))), []).append(p)
+    return d
+
+
+def load(paths: list[Path]) -> pa.Table:
+    t = pa.concat_tables([pq.read_table(p) for p in paths])
+    return t.drop(["run_id"]) if "run_id" in t.column_names else t
+
+
+def duckdb_read(paths: list[Path], table: str):
+    import duckdb
+
+    files = [str(p) for p in paths]
+    select = "* exclude (run_id)" if table == "files" else "*"
+    rows = duckdb.sql(f"select {select} from read_parquet({files})").to_arrow_table()
+    types = duckdb.sql(f"describe select {select} from read_parquet({files})").fetchall()
+    return rows, types
+
+
+def main(argv: list[str]) -> int:
+    old, new = argv[1], argv[2]
+    fo, fn = part_files(old), part_files(new)
+    ok = True
+    if sorted(fo) != sorted(fn):
+        print("different part files:", sorted(set(fo) ^ set(fn)))
+        ok = False
+    po, pn = by_partition(fo), by_partition(fn)
+    for key in sorted(set(po) | set(pn)):
+        table, part = key
+        if key not in po or key not in pn:
+            print(f"{table}/{part}: only on one side")
+            ok = False
+            continue
+        a, b = load(po[key]), load(pn[key])
+        same_schema = a.schema.equals(b.schema, check_metadata=True)
+        same = same_schema and a.equals(b)
+        sa, sb = (sum(p.stat().st_size for p in ps) for ps in (po[key], pn[key]))
+        print(f"{table}/{part}: rows {a.num_rows} vs {b.num_rows}, schema {'same' if same_schema else 'DIFFERENT'}, "
+              f"values {'same' if same else 'DIFFERENT'}, bytes {sa:,} -> {sb:,} ({(sb - sa) / max(sa, 1) * 100:+.1f}%)")
+        if not same:
+            ok = False
+            if same_schema and a.num_rows == b.num_rows:
+                print("   columns that differ:", [c for c in a.column_names if not a[c].equals(b[c])])
+        if "--duckdb" in argv:
+            (ra, ta), (rb, tb) = duckdb_read(po[key], table), duckdb_read(pn[key], table)
+            dsame = ra.equals(rb) and ta == tb
+            print(f"   duckdb: {'same' if dsame else 'DIFFERENT'}")
+            ok &= dsame
+    print("IDENTICAL" if ok else "DIFFERENT")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
