@@ -52,7 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .harness import ScenarioResult, run_scenarios
+from .harness import ScenarioResult, load_finished, run_scenarios
 from .scenarios import NO_TLP, Scenario, conn, get, workload
 from .truth import MASK, ScenarioTruth, derive
 
@@ -571,10 +571,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     scs = [s for s in EVAL_SCENARIOS if not a.only or s.name in a.only]
     if a.reuse:
-        d = Path(a.reuse)
-        results = {s.name: ScenarioResult.load(d / f"{s.name}.scenario.json") for s in scs
-                   if (d / f"{s.name}.scenario.json").exists()}
-        out = d
+        out = Path(a.reuse)
+        results = load_finished(out, scs)
     else:
         out = Path(a.out)
         results = run(out, a.parallel, scs)

@@ -341,6 +341,21 @@ def _meta(res: ScenarioResult) -> dict:
     }
 
 
+def load_finished(d: Path, scenarios) -> dict:
+    """The finished runs of `scenarios` kept in directory `d` (`--reuse`), by name. A missing
+    directory, or one holding none of them, is an error naming it (an empty table would look
+    like a scored run)."""
+    d = Path(d)
+    if not d.is_dir():
+        raise SystemExit(f"--reuse {d}: no such directory")
+    found = {s.name: ScenarioResult.load(d / f"{s.name}.scenario.json") for s in scenarios
+             if (d / f"{s.name}.scenario.json").exists()}
+    if not found:
+        raise SystemExit(f"--reuse {d}: none of the scenarios ({', '.join(s.name for s in scenarios)}) "
+                         f"has a finished run there (<name>.scenario.json)")
+    return found
+
+
 def run_scenarios(scenarios, out_dir: str | Path, *, max_parallel: int = 3, return_exceptions: bool = False,
                   **overrides) -> dict[str, ScenarioResult]:
     """Run several scenarios (names or Scenario objects, distinct names)

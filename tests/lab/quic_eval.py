@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .evaluate import TARGET, Row, _fmt, _read
-from .harness import ScenarioResult, run_scenarios
+from .harness import ScenarioResult, load_finished, run_scenarios
 from .scenarios import QUIC_SCENARIOS
 
 QUIC_EVAL_SCENARIOS = list(QUIC_SCENARIOS.values())
@@ -522,10 +522,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     scs = [s for s in QUIC_EVAL_SCENARIOS if not a.only or s.name in a.only]
     if a.reuse:
-        d = Path(a.reuse)
-        results = {s.name: ScenarioResult.load(d / f"{s.name}.scenario.json") for s in scs
-                   if (d / f"{s.name}.scenario.json").exists()}
-        out = d
+        out = Path(a.reuse)
+        results = load_finished(out, scs)
     else:
         out = Path(a.out)
         results = run_scenarios(scs, out, max_parallel=a.parallel, return_exceptions=True)

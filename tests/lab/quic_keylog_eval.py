@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .evaluate import TARGET, Row, _read
-from .harness import ScenarioResult, run_scenarios
+from .harness import ScenarioResult, load_finished, run_scenarios
 from .quic_eval import _load_qlog
 from .scenarios import QUIC_KEYLOG_SCENARIOS
 
@@ -155,7 +155,6 @@ def evaluate(results: dict, work_dir: Path) -> KeylogEvaluation:
         where = REORDERING if any(r.get("kind") == "reorder" for r in res.params.get("rules", [])) else ""
         flows = [f for f in ts["flows"] if f.get("protocol") == "quic"]
         by_ocid = {f["quic_ocid"]: f for f in flows if f.get("quic_ocid")}
-        by_port = {f["client_port"]: f for f in flows}
         ev = collections.defaultdict(set)   # (flow, signature, direction, cause) -> {seq}
         for e in ts["events"]:
             ev[(e["flow_id"], e["signature"], e["direction"], e.get("cause"))].add(e["seq"])
@@ -240,8 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.reuse:
         out = Path(a.reuse)
-        results = {s.name: ScenarioResult.load(out / f"{s.name}.scenario.json") for s in KEYLOG_EVAL_SCENARIOS
-                   if (out / f"{s.name}.scenario.json").exists()}
+        results = load_finished(out, KEYLOG_EVAL_SCENARIOS)
     else:
         out = Path(a.out)
         results = run_scenarios(KEYLOG_EVAL_SCENARIOS, out, max_parallel=a.parallel, return_exceptions=True)
