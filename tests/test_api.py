@@ -4,7 +4,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pyarrow as pa
 import pytest
 
 from support import corpus, pcapgen
