@@ -17,7 +17,20 @@ from agent_support.harness import wait_for, write_config
 FAKE = str(Path(__file__).parent / "agent_support" / "fake_tcpdump.py")
 
 
-def run_agent(tmp: Path, seconds: float, env_extra: dict | None = None, **capture) -> tuple[int, list[dict]]:
+def _events(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")] if log.exists() else []
+
+
+def _count(event: str, n: int):
+    """A stop condition: the agent logged `event` at least `n` times."""
+    return lambda events: sum(e["event"] == event for e in events) >= n
+
+
+def run_agent(tmp: Path, seconds: float, env_extra: dict | None = None, until=None,
+              **capture) -> tuple[int, list[dict]]:
+    """Run the agent for `seconds`, or, with `until`, until it logged what the test needs (at most
+    `seconds`, which is then a generous limit: a loaded machine starts processes slowly), or until
+    it exits by itself; then SIGTERM it."""
     (tmp / "landing").mkdir(exist_ok=True)
     cfg = write_config(tmp / "agent.toml", {
         "agent": {"site": "fake", "capture_point": "cp", "agent_id": "a1", "spool_dir": str(tmp / "spool")},
@@ -30,15 +43,19 @@ def run_agent(tmp: Path, seconds: float, env_extra: dict | None = None, **captur
     proc = subprocess.Popen([sys.executable, "-m", "tailscope", "agent", "run", "-c", str(cfg)], cwd=tmp,
                             stderr=open(log, "wb"), env={**os.environ, **(env_extra or {})})
     try:
-        time.sleep(seconds)
+        if until is None:
+            time.sleep(seconds)
+        else:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and proc.poll() is None and not until(_events(log)):
+                time.sleep(0.1)
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
         rc = proc.wait(30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
-    return rc, events
+    return rc, _events(log)
 
 
 def landed(tmp: Path) -> lc.Landed:
@@ -48,8 +65,9 @@ def landed(tmp: Path) -> lc.Landed:
 
 
 def test_rotation_handover_and_stats(tmp_path):
-    rc, events = run_agent(tmp_path, 5.0, {"FAKE_TCPDUMP_INTERVAL": "0.001"}, rotate_bytes="64K",
-                           rotate_seconds=2)
+    # until the third file is being captured: two ended by rotation, the third by the shutdown
+    rc, events = run_agent(tmp_path, 60.0, {"FAKE_TCPDUMP_INTERVAL": "0.001"}, _count("capture_started", 3),
+                           rotate_bytes="64K", rotate_seconds=2)
     assert rc == 0, events[-5:]
     zone = landed(tmp_path)
     lc.verify(zone, use_tcpdump=False)
@@ -66,7 +84,8 @@ def test_rotation_handover_and_stats(tmp_path):
 
 
 def test_capture_exits_and_is_restarted(tmp_path):
-    rc, events = run_agent(tmp_path, 4.0, {"FAKE_TCPDUMP_FAIL": "after:40"}, rotate_seconds=10)
+    rc, events = run_agent(tmp_path, 60.0, {"FAKE_TCPDUMP_FAIL": "after:40"}, _count("capture_exited", 2),
+                           rotate_seconds=10)
     assert rc == 0
     exited = [e for e in events if e["event"] == "capture_exited"]
     assert len(exited) >= 2 and "went down" in exited[0]["stderr"]
@@ -78,8 +97,7 @@ def test_capture_exits_and_is_restarted(tmp_path):
 
 
 def test_capture_cannot_start_agent_keeps_trying(tmp_path):
-    # Long enough for two start attempts (backoff 1 s) even on a loaded machine.
-    rc, events = run_agent(tmp_path, 4.5, {"FAKE_TCPDUMP_FAIL": "start"})
+    rc, events = run_agent(tmp_path, 60.0, {"FAKE_TCPDUMP_FAIL": "start"}, _count("capture_start_failed", 2))
     assert rc == 0
     failed = [e for e in events if e["event"] == "capture_start_failed"]
     assert len(failed) >= 2 and "No such device" in failed[0]["stderr"]
@@ -87,7 +105,8 @@ def test_capture_cannot_start_agent_keeps_trying(tmp_path):
 
 
 def test_bad_filter_exits_2(tmp_path):
-    rc, events = run_agent(tmp_path, 3.0, bpf_filter="bad filter")
+    # it exits by itself
+    rc, events = run_agent(tmp_path, 60.0, until=lambda events: False, bpf_filter="bad filter")
     assert rc == 2 and any(e["event"] == "bad_filter" for e in events)
 
 
