@@ -30,6 +30,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from tests.lab import lab_available, run_scenarios  # noqa: E402
+from tests.lab.report import failed_runs, show_table  # noqa: E402
 from tests.lab.queries_check import (  # noqa: E402
     CLEAN,
     EXPECTED,
@@ -64,15 +65,12 @@ def _where(ev) -> str:
 
 
 def test_print_tables(qeval, request, capsys):
-    request.node.user_properties.append(("queries_tables", qeval.table))
-    with capsys.disabled():
-        print(f"\n{qeval.table}\n(written to {qeval.table_path})")
+    show_table(qeval, request, capsys, "queries_tables")
 
 
 def test_runs_are_trustworthy(qeval):
     """Every scenario ran and the lab saw no loss it did not log (else the truth is incomplete)."""
-    bad = {n: (r if isinstance(r, Exception) else r.problems) for n, r in qeval.results.items()
-           if isinstance(r, Exception) or r.problems}
+    bad = failed_runs(qeval.results)
     assert not bad, bad
     assert set(qeval.latency) == {s.name for s in QUERY_SCENARIOS}
 

@@ -33,6 +33,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from tests.lab import lab_available, run_scenarios  # noqa: E402
+from tests.lab.report import failed_runs, show_table, why  # noqa: E402
 from tests.lab.evaluate import TARGET  # noqa: E402
 from tests.lab.quic_apps import aioquic_available  # noqa: E402
 
@@ -77,21 +78,13 @@ def evaluation(tmp_path_factory):
     return ev
 
 
-def _why(ev, row) -> str:
-    return "\n".join([f"{row.signature}: TP {row.tp} FP {row.fp} FN {row.fn}"] + row.details[:15]
-                     + [f"(full table: {ev.table_path})"])
-
-
 def test_print_table(evaluation, request, capsys):
-    request.node.user_properties.append(("quic_table", evaluation.table))
-    with capsys.disabled():
-        print(f"\n{evaluation.table}\n(written to {evaluation.table_path})")
+    show_table(evaluation, request, capsys, "quic_table")
 
 
 def test_runs_are_trustworthy(evaluation):
     """Every scenario ran and the lab saw no loss it did not log (else the truth is incomplete)."""
-    bad = {n: (r if isinstance(r, Exception) else r.problems) for n, r in evaluation.results.items()
-           if isinstance(r, Exception) or r.problems}
+    bad = failed_runs(evaluation.results)
     assert not bad, bad
 
 
@@ -167,13 +160,13 @@ def test_target(evaluation, signature):
     assert row.tp + row.fn > 0, f"no occurrences of {signature} in the scenarios"
     precision_ok = row.precision is not None and row.precision >= TARGET
     recall_ok = row.recall >= TARGET
-    assert precision_ok and recall_ok, _why(evaluation, row)
+    assert precision_ok and recall_ok, why(evaluation, row)
 
 
 def test_quic_clean_has_no_signature(evaluation):
     row = evaluation.row("no QUIC signature in quic_clean")
     assert row.tp + row.fp > 0
-    assert row.fp == 0, _why(evaluation, row)
+    assert row.fp == 0, why(evaluation, row)
 
 
 def test_initial_loss_before_the_capture_point_is_not_claimed(evaluation):
@@ -181,14 +174,14 @@ def test_initial_loss_before_the_capture_point_is_not_claimed(evaluation):
     ClientHello, so quic_initial_loss there would be a guess (reported as not observable)."""
     row = evaluation.row("quic_initial_loss (ClientHello dropped before the capture point)")
     assert row.tp + row.fn > 0
-    assert row.tp == 0, _why(evaluation, row)
+    assert row.tp == 0, why(evaluation, row)
 
 
 def test_initial_loss_on_answered_attempts(evaluation):
     """Where the server answered, quic_initial_loss is exactly the ClientHellos lost after the capture."""
     row = evaluation.row("quic_initial_loss (answered attempts only)")
     assert row.tp + row.fn > 0
-    assert row.precision >= TARGET and row.recall >= TARGET, _why(evaluation, row)
+    assert row.precision >= TARGET and row.recall >= TARGET, why(evaluation, row)
 
 
 def test_share_of_quic_first_sessions_ending_on_tcp(evaluation):

@@ -25,6 +25,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from tests.lab import lab_available, run_scenarios  # noqa: E402
+from tests.lab.report import failed_runs, show_table, why  # noqa: E402
 from tests.lab.evaluate import TARGET  # noqa: E402
 from tests.lab.quic_apps import aioquic_available  # noqa: E402
 
@@ -73,22 +74,14 @@ def evaluation(tmp_path_factory):
     return ev
 
 
-def _why(ev, row) -> str:
-    return "\n".join([f"{row.signature}: TP {row.tp} FP {row.fp} FN {row.fn}"] + row.details[:15]
-                     + [f"(full table: {ev.table_path})"])
-
-
 def test_print_table(evaluation, request, capsys):
-    request.node.user_properties.append(("quic_keylog_table", evaluation.table))
-    with capsys.disabled():
-        print(f"\n{evaluation.table}\n(written to {evaluation.table_path})")
+    show_table(evaluation, request, capsys, "quic_keylog_table")
 
 
 def test_runs_are_trustworthy(evaluation):
     """Every scenario ran, the lab saw no loss it did not log, every QUIC connection whose handshake
     completed was decrypted, and every server qlog trace has its tailscope flow."""
-    bad = {n: (r if isinstance(r, Exception) else r.problems) for n, r in evaluation.results.items()
-           if isinstance(r, Exception) or r.problems}
+    bad = failed_runs(evaluation.results)
     assert not bad, bad
     assert not evaluation.warnings, evaluation.warnings[:10]
 
@@ -98,4 +91,4 @@ def test_target(evaluation, signature):
     row = evaluation.row(signature)
     assert row.tp + row.fn > 0, f"no occurrences of {signature} in the scenarios"
     precision_ok = row.precision is not None and row.precision >= TARGET
-    assert precision_ok and row.recall >= TARGET, _why(evaluation, row)
+    assert precision_ok and row.recall >= TARGET, why(evaluation, row)

@@ -27,6 +27,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from tests.lab import lab_available, run_scenarios  # noqa: E402
+from tests.lab.report import failed_runs, show_table, why  # noqa: E402
 from tests.lab.evaluate import EVAL_SCENARIOS, TARGET, evaluate, format_table  # noqa: E402
 
 # one worker for the whole module: the scenarios run once and are timing-sensitive
@@ -71,27 +72,19 @@ def evaluation(tmp_path_factory):
 
 
 def _untrustworthy(ev) -> set[str]:
-    bad = {n for n, r in ev.results.items() if isinstance(r, Exception) or r.problems}
+    bad = set(failed_runs(ev.results))
     bad |= {n for n, t in ev.truths.items() if any(not v["ok"] for v in t.counter_check.values())}
     bad |= {w.split(":", 1)[0] for w in ev.warnings if "relay record" in w or "no flow" in w}
     return bad
 
 
-def _why(ev, row) -> str:
-    return "\n".join([f"{row.signature}: TP {row.tp} FP {row.fp} FN {row.fn}"] + row.details[:15]
-                     + [f"(full table: {ev.table_path})"])
-
-
 def test_print_table(evaluation, request, capsys):
-    request.node.user_properties.append(("signature_table", evaluation.table))
-    with capsys.disabled():
-        print(f"\n{evaluation.table}\n(written to {evaluation.table_path})")
+    show_table(evaluation, request, capsys, "signature_table")
 
 
 def test_runs_are_trustworthy(evaluation):
     """Every scenario ran and the lab saw no loss it did not log (else the truth is incomplete)."""
-    bad = {n: (r if isinstance(r, Exception) else r.problems) for n, r in evaluation.results.items()
-           if isinstance(r, Exception) or r.problems}
+    bad = failed_runs(evaluation.results)
     assert not bad, bad
 
 
@@ -115,13 +108,13 @@ def test_target(evaluation, signature):
     assert row.tp + row.fn > 0, f"no occurrences of {signature} in the scenarios"
     precision_ok = row.precision is not None and row.precision >= TARGET
     recall_ok = row.recall >= TARGET
-    assert precision_ok and recall_ok, _why(evaluation, row)
+    assert precision_ok and recall_ok, why(evaluation, row)
 
 
 def test_clean_runs_have_no_signature(evaluation):
     row = evaluation.row("no signature in clean runs")
     assert row.tp + row.fp > 0
-    assert row.fp == 0, _why(evaluation, row)
+    assert row.fp == 0, why(evaluation, row)
 
 
 def test_syn_loss_before_the_capture_point_is_not_claimed(evaluation):
@@ -129,4 +122,4 @@ def test_syn_loss_before_the_capture_point_is_not_claimed(evaluation):
     syn_loss there would be a guess (reported as 'not observable', not as recall)."""
     row = evaluation.row("syn_loss (SYN dropped before the capture point)")
     assert row.tp + row.fn > 0
-    assert row.tp == 0, _why(evaluation, row)
+    assert row.tp == 0, why(evaluation, row)
