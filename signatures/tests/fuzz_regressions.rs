@@ -6,34 +6,13 @@ use tailscope_signatures::flow::FlowConfig;
 use tailscope_signatures::rtt::Estimator;
 use tailscope_signatures::session::{Session, SessionConfig};
 
-/// A raw-IPv4 pcap (microsecond timestamps) of (seconds, TCP segment) records.
-fn pcap(records: &[(u32, Vec<u8>)]) -> Vec<u8> {
-    let mut out = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-    out.extend_from_slice(&262_144u32.to_le_bytes());
-    out.extend_from_slice(&101u32.to_le_bytes()); // LINKTYPE_RAW
-    for (sec, pkt) in records {
-        for v in [*sec, 0, pkt.len() as u32, pkt.len() as u32] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.extend_from_slice(pkt);
-    }
-    out
-}
+mod common;
+use common::tcp;
 
-fn tcp(c2s: bool, seq: u32, ack: u32, flags: u8, payload: usize) -> Vec<u8> {
-    let (src, dst, sport, dport) = if c2s { ([10, 0, 0, 1], [10, 0, 0, 2], 40000u16, 80u16) } else { ([10, 0, 0, 2], [10, 0, 0, 1], 80, 40000) };
-    let total = (40 + payload) as u16;
-    let mut p = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
-    p[2..4].copy_from_slice(&total.to_be_bytes());
-    p.extend_from_slice(&src);
-    p.extend_from_slice(&dst);
-    p.extend_from_slice(&sport.to_be_bytes());
-    p.extend_from_slice(&dport.to_be_bytes());
-    p.extend_from_slice(&seq.to_be_bytes());
-    p.extend_from_slice(&ack.to_be_bytes());
-    p.extend_from_slice(&[5 << 4, flags, 0xff, 0xff, 0, 0, 0, 0]);
-    p.extend(std::iter::repeat_n(b'x', payload));
-    p
+/// A raw-IPv4 pcap of (seconds, TCP segment) records.
+fn pcap(records: &[(u32, Vec<u8>)]) -> Vec<u8> {
+    let us: Vec<(u64, Vec<u8>)> = records.iter().map(|(sec, p)| (u64::from(*sec) * 1_000_000, p.clone())).collect();
+    common::pcap(&us)
 }
 
 /// Through a session whose flows never time out (`--tcp-idle-timeout 1e12` does the same), so a

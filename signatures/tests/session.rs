@@ -4,35 +4,8 @@
 use arrow_array::Array;
 use tailscope_signatures::session::{Session, SessionConfig};
 
-/// A raw-IPv4 pcap (microsecond timestamps) of (microseconds, TCP segment) records.
-fn pcap(records: &[(u64, Vec<u8>)]) -> Vec<u8> {
-    let mut out = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-    out.extend_from_slice(&262_144u32.to_le_bytes());
-    out.extend_from_slice(&101u32.to_le_bytes()); // LINKTYPE_RAW
-    for (us, pkt) in records {
-        for v in [(us / 1_000_000) as u32, (us % 1_000_000) as u32, pkt.len() as u32, pkt.len() as u32] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.extend_from_slice(pkt);
-    }
-    out
-}
-
-fn tcp(c2s: bool, seq: u32, ack: u32, flags: u8, payload: usize) -> Vec<u8> {
-    let (src, dst, sport, dport) = if c2s { ([10, 0, 0, 1], [10, 0, 0, 2], 40000u16, 80u16) } else { ([10, 0, 0, 2], [10, 0, 0, 1], 80, 40000) };
-    let total = (40 + payload) as u16;
-    let mut p = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
-    p[2..4].copy_from_slice(&total.to_be_bytes());
-    p.extend_from_slice(&src);
-    p.extend_from_slice(&dst);
-    p.extend_from_slice(&sport.to_be_bytes());
-    p.extend_from_slice(&dport.to_be_bytes());
-    p.extend_from_slice(&seq.to_be_bytes());
-    p.extend_from_slice(&ack.to_be_bytes());
-    p.extend_from_slice(&[5 << 4, flags, 0xff, 0xff, 0, 0, 0, 0]);
-    p.extend(std::iter::repeat_n(b'x', payload));
-    p
-}
+mod common;
+use common::{pcap, segment, tcp};
 
 /// One frame stamped a second ahead of its neighbours steps back once (the frame after it), as
 /// tshark's negative `frame.time_delta` shows; the frames after that go forward again.
@@ -107,15 +80,8 @@ fn queries_the_flow_verdicts_may_change_wait_for_the_flow() {
 
 /// A TCP segment with the timestamp option (NOP, NOP, TS).
 fn tcp_ts(c2s: bool, seq: u32, ack: u32, flags: u8, payload: usize, tsval: u32, tsecr: u32) -> Vec<u8> {
-    let mut p = tcp(c2s, seq, ack, flags, 0);
-    p[32] = 8 << 4; // data offset: 20 + 12 option bytes
-    p.extend_from_slice(&[1, 1, 8, 10]);
-    p.extend_from_slice(&tsval.to_be_bytes());
-    p.extend_from_slice(&tsecr.to_be_bytes());
-    p.extend(std::iter::repeat_n(b'x', payload));
-    let total = p.len() as u16;
-    p[2..4].copy_from_slice(&total.to_be_bytes());
-    p
+    let opts = [&[1u8, 1, 8, 10][..], &tsval.to_be_bytes(), &tsecr.to_be_bytes()].concat();
+    segment(40000, c2s, seq, ack, flags, payload, &opts)
 }
 
 /// Only the first echo of a TSval is an RTT sample. The receiver keeps echoing the segment that
@@ -142,13 +108,7 @@ fn a_repeated_timestamp_echo_is_not_an_rtt_sample() {
         (260_000, tcp_ts(false, s + 1001, c + 101, 0x10, 1000, 460, 60)),
         (300_000, tcp_ts(true, c + 101, s + 3001, 0x10, 0, 70, 460)),
     ];
-    let mut sess = Session::new(SessionConfig::default(), "t");
-    let mut cur = sess.open_bytes(pcap(&records), "t").expect("a capture");
-    while !cur.done {
-        sess.step(&mut cur, 1000);
-    }
-    sess.finish();
-    let packets = sess.drain(true).packets.expect("packet rows");
+    let packets = packets_of(&records);
     let rtt = packets.column_by_name("rtt_ns").expect("rtt_ns");
     let rtt = rtt.as_any().downcast_ref::<arrow_array::Int64Array>().expect("int64");
     let samples: Vec<Option<i64>> = (7..11).map(|i| rtt.is_valid(i).then(|| rtt.value(i))).collect();
@@ -164,6 +124,15 @@ fn packets_of(records: &[(u64, Vec<u8>)]) -> arrow_array::RecordBatch {
     }
     sess.finish();
     sess.drain(true).packets.expect("packet rows")
+}
+
+/// (frame, retx_cause) of the packets that have a cause.
+fn retx_causes(packets: &arrow_array::RecordBatch) -> Vec<(u64, String)> {
+    let cause = packets.column_by_name("retx_cause").expect("retx_cause");
+    let cause = cause.as_any().downcast_ref::<arrow_array::StringArray>().expect("utf8");
+    let frame = packets.column_by_name("frame").expect("frame");
+    let frame = frame.as_any().downcast_ref::<arrow_array::UInt64Array>().expect("u64 frames");
+    (0..packets.num_rows()).filter(|&i| cause.is_valid(i)).map(|i| (frame.value(i), cause.value(i).to_string())).collect()
 }
 
 /// A timeout inside fast recovery starts Linux's loss state, which lasts until everything sent
@@ -196,37 +165,19 @@ fn resends_in_loss_state_after_a_stalled_fast_recovery_are_rto() {
     records.push((1_640_000, tcp(true, c + 101, s + 4001, 0x10, 0)));
     records.push((1_640_010, tcp(false, s + 4001, c + 101, 0x10, 1000)));
     records.push((1_640_011, tcp(false, s + 5001, c + 101, 0x10, 1000)));
-    let packets = packets_of(&records);
-    let cause = packets.column_by_name("retx_cause").expect("retx_cause");
-    let cause = cause.as_any().downcast_ref::<arrow_array::StringArray>().expect("utf8");
-    let frame = packets.column_by_name("frame").expect("frame");
-    let frame = frame.as_any().downcast_ref::<arrow_array::UInt64Array>().expect("u64 frames");
-    let by_frame = |f: u64| (0..packets.num_rows()).find(|&i| frame.value(i) == f).map(|i| cause.is_valid(i).then(|| cause.value(i).to_string()));
-    let causes: Vec<_> = [12u64, 15, 17, 18].iter().map(|&f| by_frame(f).flatten()).collect();
+    let all = retx_causes(&packets_of(&records));
+    let of = |f: u64| all.iter().find(|c| c.0 == f).map(|c| c.1.clone());
+    let causes: Vec<_> = [12u64, 15, 17, 18].iter().map(|&f| of(f)).collect();
     assert_eq!(causes, [Some("fast_retransmit"), Some("rto"), Some("rto"), Some("rto")].map(|c| c.map(String::from)));
 }
 
 /// A TCP segment between 10.0.0.1:`sport` and 10.0.0.2:80, with a SACK option when `sack` is given.
 fn tcp_sack(sport: u16, c2s: bool, seq: u32, ack: u32, flags: u8, payload: usize, sack: Option<(u32, u32)>) -> Vec<u8> {
-    let (src, dst, a, b) = if c2s { ([10, 0, 0, 1], [10, 0, 0, 2], sport, 80u16) } else { ([10, 0, 0, 2], [10, 0, 0, 1], 80, sport) };
     let opts: Vec<u8> = match sack {
         Some((l, r)) => [&[1u8, 1, 5, 10][..], &l.to_be_bytes(), &r.to_be_bytes()].concat(),
         None => Vec::new(),
     };
-    let header = 20 + opts.len();
-    let total = (20 + header + payload) as u16;
-    let mut p = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
-    p[2..4].copy_from_slice(&total.to_be_bytes());
-    p.extend_from_slice(&src);
-    p.extend_from_slice(&dst);
-    p.extend_from_slice(&a.to_be_bytes());
-    p.extend_from_slice(&b.to_be_bytes());
-    p.extend_from_slice(&seq.to_be_bytes());
-    p.extend_from_slice(&ack.to_be_bytes());
-    p.extend_from_slice(&[((header / 4) as u8) << 4, flags, 0xff, 0xff, 0, 0, 0, 0]);
-    p.extend_from_slice(&opts);
-    p.extend(std::iter::repeat_n(b'x', payload));
-    p
+    segment(sport, c2s, seq, ack, flags, payload, &opts)
 }
 
 /// The server's data segment is resent after a timeout, and the client's D-SACK later proves
@@ -261,12 +212,7 @@ fn a_dsack_relabels_a_resend_anywhere_in_the_pending_batch() {
         s.finish();
         let d = s.drain(true);
         let packets = d.packets.expect("packet rows");
-        let cause = packets.column_by_name("retx_cause").unwrap();
-        let cause = cause.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
-        let frame = packets.column_by_name("frame").unwrap();
-        let frame = frame.as_any().downcast_ref::<arrow_array::UInt64Array>().unwrap();
-        let causes: Vec<(u64, &str)> = (0..packets.num_rows()).filter(|&i| cause.is_valid(i)).map(|i| (frame.value(i), cause.value(i))).collect();
-        assert_eq!(causes, vec![(6, "spurious")], "filler {filler}");
+        assert_eq!(retx_causes(&packets), vec![(6, "spurious".to_string())], "filler {filler}");
         let events = d.events.expect("event rows");
         let sig = events.column_by_name("signature").unwrap();
         let sig = sig.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
