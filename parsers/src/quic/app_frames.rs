@@ -6,7 +6,7 @@
 //! parsing stops at an unknown type (its length cannot be known) or a frame cut short, keeping
 //! what came before.
 
-use super::frames::{ack_frame, AckFrame, ConnectionClose, CryptoRange};
+use super::frames::{ack_frame, close_frame, crypto_frame, padding_run, walk_frames, AckFrame, ConnectionClose, CryptoRange};
 use super::Reader;
 
 /// One STREAM frame: `start..start+len` in the decrypted payload.
@@ -42,17 +42,7 @@ pub const MAX_STREAM_FRAMES: usize = 256;
 
 pub fn parse_app_frames(payload: &[u8]) -> AppFrames {
     let mut s = AppFrames::default();
-    let mut r = Reader::new(payload);
-    while !r.is_empty() {
-        match frame(&mut r, &mut s) {
-            Some(true) => {}
-            Some(false) => break,
-            None => {
-                s.malformed = true;
-                break;
-            }
-        }
-    }
+    s.malformed = walk_frames(payload, &mut s, frame);
     s
 }
 
@@ -62,13 +52,7 @@ fn frame(r: &mut Reader<'_>, s: &mut AppFrames) -> Option<bool> {
         s.ack_eliciting = true;
     }
     match ty {
-        0x00 => {
-            s.padding += 1;
-            while r.peek_u8() == Some(0) {
-                r.u8();
-                s.padding += 1;
-            }
-        }
+        0x00 => s.padding += padding_run(r),
         0x01 => s.ping = true,
         0x02 | 0x03 => s.acks.push(ack_frame(r, ty == 0x03)?),
         0x04 => {
@@ -81,13 +65,7 @@ fn frame(r: &mut Reader<'_>, s: &mut AppFrames) -> Option<bool> {
             r.varint()?;
             r.varint()?;
         }
-        0x06 => {
-            let offset = r.varint()?;
-            let len = r.varint()?;
-            let data = r.bytes(len)?;
-            offset.checked_add(len).filter(|&e| e < 1 << 62)?;
-            s.crypto.push(CryptoRange { offset, start: r.pos() - data.len(), len: data.len() });
-        }
+        0x06 => s.crypto.push(crypto_frame(r)?),
         0x07 => {
             let n = r.varint()?;
             r.bytes(n)?;
@@ -127,18 +105,7 @@ fn frame(r: &mut Reader<'_>, s: &mut AppFrames) -> Option<bool> {
         0x1a | 0x1b => {
             r.bytes(8usize)?;
         }
-        0x1c | 0x1d => {
-            let error_code = r.varint()?;
-            let frame_type = if ty == 0x1c { Some(r.varint()?) } else { None };
-            let n = r.varint()?;
-            let reason = r.bytes(n)?;
-            s.connection_close = Some(ConnectionClose {
-                error_code,
-                frame_type,
-                application: ty == 0x1d,
-                reason: String::from_utf8_lossy(reason).into_owned(),
-            });
-        }
+        0x1c | 0x1d => s.connection_close = Some(close_frame(r, ty)?),
         0x1e => s.handshake_done = true,
         // IMMEDIATE_ACK (draft-ietf-quic-ack-frequency).
         0x1f => {}

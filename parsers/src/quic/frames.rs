@@ -67,62 +67,73 @@ pub fn parse_frames(payload: &[u8]) -> FrameSummary {
 
 pub(crate) fn parse_frames_dialect(payload: &[u8], dialect: FrameDialect) -> FrameSummary {
     let mut s = FrameSummary::default();
+    let frame = match dialect {
+        FrameDialect::Ietf => ietf_frame,
+        FrameDialect::Google => google_frame,
+    };
+    s.malformed = walk_frames(payload, &mut s, frame);
+    s
+}
+
+/// Walk a payload's frames with `frame` (`Some(true)` go on, `Some(false)` stop at a type whose
+/// length cannot be known, `None` malformed), keeping what came before a stop; true when a frame
+/// was malformed.
+pub(crate) fn walk_frames<S>(payload: &[u8], s: &mut S, mut frame: impl FnMut(&mut Reader<'_>, &mut S) -> Option<bool>) -> bool {
     let mut r = Reader::new(payload);
     while !r.is_empty() {
-        let ok = match dialect {
-            FrameDialect::Ietf => ietf_frame(&mut r, &mut s),
-            FrameDialect::Google => google_frame(&mut r, &mut s),
-        };
-        match ok {
+        match frame(&mut r, s) {
             Some(true) => {}
-            Some(false) => break,
-            None => {
-                s.malformed = true;
-                break;
-            }
+            Some(false) => return false,
+            None => return true,
         }
     }
-    s
+    false
+}
+
+/// After a PADDING frame's type: it and the padding right after it. Runs of padding are the bulk
+/// of most Initials: they are taken at once.
+pub(crate) fn padding_run(r: &mut Reader<'_>) -> usize {
+    let mut n = 1;
+    while r.peek_u8() == Some(0) {
+        r.u8();
+        n += 1;
+    }
+    n
+}
+
+/// The body of a CRYPTO frame, after its type.
+pub(crate) fn crypto_frame(r: &mut Reader<'_>) -> Option<CryptoRange> {
+    let offset = r.varint()?;
+    let len = r.varint()?;
+    let data = r.bytes(len)?;
+    // The stream may not reach 2^62 (RFC 9000 §19.6).
+    offset.checked_add(len).filter(|&e| e < 1 << 62)?;
+    Some(CryptoRange { offset, start: r.pos() - data.len(), len: data.len() })
+}
+
+/// The body of a CONNECTION_CLOSE frame (`ty` 0x1c: transport, 0x1d: application), after its type.
+pub(crate) fn close_frame(r: &mut Reader<'_>, ty: u64) -> Option<ConnectionClose> {
+    let error_code = r.varint()?;
+    let frame_type = if ty == 0x1c { Some(r.varint()?) } else { None };
+    let n = r.varint()?;
+    let reason = r.bytes(n)?;
+    Some(ConnectionClose {
+        error_code,
+        frame_type,
+        application: ty == 0x1d,
+        reason: String::from_utf8_lossy(reason).into_owned(),
+    })
 }
 
 /// One frame: `Some(true)` go on, `Some(false)` stop (unknown type), `None` malformed.
 fn ietf_frame(r: &mut Reader<'_>, s: &mut FrameSummary) -> Option<bool> {
     let ty = r.varint()?;
     match ty {
-        0x00 => {
-            s.padding += 1;
-            // Runs of padding are the bulk of most Initials: take them at once.
-            while r.peek_u8() == Some(0) {
-                r.u8();
-                s.padding += 1;
-            }
-        }
+        0x00 => s.padding += padding_run(r),
         0x01 => s.ping = true,
         0x02 | 0x03 => s.acks.push(ack_frame(r, ty == 0x03)?),
-        0x06 => {
-            let offset = r.varint()?;
-            let len = r.varint()?;
-            let data = r.bytes(len)?;
-            // The stream may not reach 2^62 (RFC 9000 §19.6).
-            offset.checked_add(len).filter(|&e| e < 1 << 62)?;
-            s.crypto.push(CryptoRange {
-                offset,
-                start: r.pos() - data.len(),
-                len: data.len(),
-            });
-        }
-        0x1c | 0x1d => {
-            let error_code = r.varint()?;
-            let frame_type = if ty == 0x1c { Some(r.varint()?) } else { None };
-            let n = r.varint()?;
-            let reason = r.bytes(n)?;
-            s.connection_close = Some(ConnectionClose {
-                error_code,
-                frame_type,
-                application: ty == 0x1d,
-                reason: String::from_utf8_lossy(reason).into_owned(),
-            });
-        }
+        0x06 => s.crypto.push(crypto_frame(r)?),
+        0x1c | 0x1d => s.connection_close = Some(close_frame(r, ty)?),
         other => {
             s.unknown_frame = Some(other);
             return Some(false);
@@ -160,17 +171,7 @@ fn google_frame(r: &mut Reader<'_>, s: &mut FrameSummary) -> Option<bool> {
     match ty {
         0x00 => s.padding += 1,
         0x07 => s.ping = true,
-        0x08 => {
-            let offset = r.varint()?;
-            let len = r.varint()?;
-            let data = r.bytes(len)?;
-            offset.checked_add(len).filter(|&e| e < 1 << 62)?;
-            s.crypto.push(CryptoRange {
-                offset,
-                start: r.pos() - data.len(),
-                len: data.len(),
-            });
-        }
+        0x08 => s.crypto.push(crypto_frame(r)?),
         other => {
             s.unknown_frame = Some(u64::from(other));
             return Some(false);
