@@ -171,16 +171,17 @@ impl Pathology {
             v.rtt_inflation_ns = Some(p95 - p10);
             let corr = spearman(&self.pairs);
             v.rtt_inflight_corr = corr;
+            // An RTT inflated over the path's floor (p10).
+            let queued = |r: i64| r as f64 >= BLOAT_RATIO * p10 as f64 && r - p10 >= BLOAT_EXCESS_NS;
             // Held to p90, not p95: the top 5% can be a handful of outliers (a reordering hold,
             // delayed ACKs at the ends of responses) that happen to fall in a growing window.
-            let inflated = p10 > 0 && p90 as f64 >= BLOAT_RATIO * p10 as f64 && p90 - p10 >= BLOAT_EXCESS_NS;
+            let inflated = p10 > 0 && queued(p90);
             // Jitter can correlate with a growing window by chance; a queue also persists from
             // one sample to the next.
             let autocorr = lag1_autocorr(&self.pairs);
             self_inflicted = inflated
                 && corr.is_some_and(|c| c >= BLOAT_MIN_CORR)
                 && autocorr.is_some_and(|a| a >= BLOAT_SELF_MIN_AUTOCORR);
-            let queued = |r: i64| r as f64 >= BLOAT_RATIO * p10 as f64 && r - p10 >= BLOAT_EXCESS_NS;
             let peak = p95 as f64 >= BLOAT_EPISODE_RATIO * p10 as f64 && p95 - p10 >= BLOAT_EPISODE_EXCESS_NS;
             episode = p10 > 0 && peak && longest_run(&self.pairs, queued) >= BLOAT_EPISODE_RUN;
         }
