@@ -142,6 +142,12 @@ impl Pathology {
         self.pairs = Vec::new();
     }
 
+    /// Spare capacity back (a closed flow keeps its logs until it ends: see `TcpState::compact`).
+    pub fn shrink_to_fit(&mut self) {
+        self.tx.shrink_to_fit();
+        self.pairs.shrink_to_fit();
+    }
+
     pub fn finish(&mut self, end_ns: i64, min_rtt: Option<i64>, rtt_p: &dyn Fn(f64) -> Option<i64>) -> Verdicts {
         if let Some(since) = self.rwnd_limited_since.take() {
             self.rwnd_limited_ns += end_ns - since;

@@ -113,6 +113,10 @@ pub struct Seen {
 }
 
 impl QueryTracker {
+    pub fn shrink_to_fit(&mut self) {
+        self.done.shrink_to_fit();
+        self.ready.shrink_to_fit();
+    }
     pub fn syn(&mut self, ts_ns: i64) {
         self.first_syn_ns.get_or_insert(ts_ns);
     }

@@ -52,6 +52,9 @@ pub struct Samples {
 }
 
 impl Samples {
+    pub fn shrink_to_fit(&mut self) {
+        self.kept.shrink_to_fit();
+    }
     pub fn add(&mut self, r: i64) {
         self.min = Some(self.min.map_or(r, |m| m.min(r)));
         self.max = Some(self.max.map_or(r, |m| m.max(r)));

@@ -269,6 +269,12 @@ impl Session {
         });
         let quic_tags = self.observe_application(p, &a);
         self.take_ready_queries(a.slot);
+        let f = self.tracker.flow_mut(a.slot);
+        if f.closed() {
+            if let Some(state) = f.tcp.as_mut() {
+                state.compact();
+            }
+        }
         let f = self.tracker.flow(a.slot);
         let c2s = a.direction == Direction::C2S;
         let mut row = PacketRow {
