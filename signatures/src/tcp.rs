@@ -1277,4 +1277,36 @@ mod tests {
         let after = at(&mut st, 0, 41_800, c + 1, s + 1, PA, 15);
         assert_eq!(cause(&after), Some("spurious"));
     }
+
+    /// A closed flow lingering for late packets gives back its buffers' spare capacity, and a
+    /// late packet is analysed exactly as without the compaction.
+    #[test]
+    fn compacting_a_closed_flow_keeps_its_analysis() {
+        let (c, s) = (1_000u32, 5_000u32);
+        let mut st = TcpState::default();
+        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, None);
+        feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, None);
+        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, None);
+        feed(&mut st, 0, 41, c + 1, s + 1, PA, 100, 65535, None);
+        for i in 0..200u32 {
+            feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+        }
+        let end = s + 1 + 200_000;
+        feed(&mut st, 0, 90, c + 101, end, A, 0, 65535, None);
+        feed(&mut st, 1, 91, end, c + 101, TCP_FIN | A, 0, 65535, None);
+        feed(&mut st, 0, 131, c + 101, end + 1, TCP_FIN | A, 0, 65535, None);
+        feed(&mut st, 1, 132, end + 1, c + 102, A, 0, 65535, None);
+        assert!(st.dir[1].segments.capacity() >= 200, "the in-flight queue grew");
+        let mut compact = st.clone();
+        compact.compact();
+        assert_eq!(compact.dir[1].segments.capacity(), 0);
+        assert!(compact.path.tx.capacity() == compact.path.tx.len());
+        // A late resend of the server's FIN a second later, then the flow ends.
+        let late = |st: &mut TcpState| {
+            let a = feed(st, 1, 1_132, end, c + 102, TCP_FIN | A, 0, 65535, None);
+            st.finish(2_000 * MS);
+            format!("{a:?} {:?} {:?}", st.stats, st.verdicts)
+        };
+        assert_eq!(late(&mut compact), late(&mut st));
+    }
 }
