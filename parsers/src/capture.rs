@@ -318,7 +318,10 @@ impl CaptureReader {
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
         loop {
             if self.pending_consume > 0 {
-                self.inner.consume(self.pending_consume);
+                // Without shifting: `consume` moves the unread half of the buffer to its front
+                // each time half of it is read (the whole file, copied once more), while
+                // `refill`, when the parser needs more, moves only the partial record left.
+                self.inner.consume_noshift(self.pending_consume);
                 self.pending_consume = 0;
             }
             let offset = self.inner.consumed() as u64;
@@ -471,7 +474,7 @@ impl CaptureReader {
             };
             match packet {
                 None => {
-                    self.inner.consume(consumed);
+                    self.inner.consume_noshift(consumed);
                 }
                 Some((linktype, ts_ns, wire_len, start, cap)) => {
                     self.pending_consume = consumed;
