@@ -6,7 +6,7 @@ use std::path::Path;
 
 use arrow_array::RecordBatch;
 use tailscope_parsers::capture::{CaptureError, CaptureReader};
-use tailscope_parsers::decode::{decode_frame, Packet, TCP_ACK, TCP_SYN};
+use tailscope_parsers::decode::{decode_frame_into, Packet, TCP_ACK, TCP_SYN};
 use tailscope_parsers::{Compression, SkipCounts};
 
 use crate::flow::{Direction, FlowConfig, FlowTracker};
@@ -237,8 +237,9 @@ impl Session {
             };
             let st = &mut cur.stats;
             st.count_frame(frame.ts_ns);
-            match decode_frame(&frame) {
-                Ok(p) => {
+            let mut p = Packet::empty();
+            match decode_frame_into(&frame, &mut p) {
+                Ok(()) => {
                     st.decoded += 1;
                     self.track(&p, cur.file_index);
                 }
