@@ -248,16 +248,18 @@ impl Pathology {
                 Step { gap_s, len: f64::from(t.len), lost: t.lost }
             })
             .collect();
+        // Rates from the goodput up to 6x it: recovery pauses can hide most of a fast policer's
+        // rate from the goodput.
+        let rates: [f64; RATE_STEPS] = std::array::from_fn(|step| goodput * (1.0 + 0.1 * step as f64));
+        let bursts = bursts_before(&before, &rates);
+        let (loss_empty, pass_empty) = replay(&window, &rates, &bursts);
         let mut best: Option<(f64, f64, f64, f64, f64)> = None; // score, rate, burst, shares
-        for step in 0..=50 {
-            // Rates from the goodput up to 6x it: recovery pauses can hide most of a fast
-            // policer's rate from the goodput.
-            let rate = goodput * (1.0 + 0.1 * f64::from(step));
-            let burst = burst_before(&before, rate);
-            let (loss_share, pass_share) = replay(&window, n_loss, n_pass, rate, burst);
+        for step in 0..RATE_STEPS {
+            let loss_share = loss_empty[step] as f64 / n_loss.max(1) as f64;
+            let pass_share = pass_empty[step] as f64 / n_pass.max(1) as f64;
             let score = loss_share - pass_share;
             if best.is_none_or(|b| score > b.0) {
-                best = Some((score, rate, burst, loss_share, pass_share));
+                best = Some((score, rates[step], bursts[step], loss_share, pass_share));
             }
         }
         let Some((_, rate, burst, loss_share, pass_share)) = best else { return };
@@ -269,13 +271,22 @@ impl Pathology {
     }
 }
 
-/// How far the sender got ahead of `rate` before the first loss: the bucket it drained. At
-/// least two full-size packets, since any bucket holds that much. `before` holds, per
+/// The rates the policing search tries: the goodput times 1.0, 1.1, ... 6.0.
+const RATE_STEPS: usize = 51;
+
+/// For each rate, how far the sender got ahead of it before the first loss: the bucket it
+/// drained. At least two full-size packets, since any bucket holds that much. `before` holds, per
 /// transmission, the bytes sent up to it and its time since the first transmission (seconds).
-fn burst_before(before: &[(f64, f64)], rate: f64) -> f64 {
-    let mut burst: f64 = 2.0 * 1500.0;
+///
+/// All rates advance together through the transmissions: each rate's running maximum is a chain
+/// of dependent operations, and one rate at a time waited on that chain's latency at every step.
+/// Each rate still sees the same operations in the same order, so the results are the same.
+fn bursts_before(before: &[(f64, f64)], rates: &[f64; RATE_STEPS]) -> [f64; RATE_STEPS] {
+    let mut burst = [2.0 * 1500.0; RATE_STEPS];
     for &(sent, secs) in before {
-        burst = burst.max(sent - rate * secs);
+        for (b, &rate) in burst.iter_mut().zip(rates) {
+            *b = f64::max(*b, sent - rate * secs);
+        }
     }
     burst
 }
@@ -288,27 +299,29 @@ struct Step {
     lost: bool,
 }
 
-/// Replay a token bucket of size `burst`, empty at the first loss, filling at `rate` bytes/s:
-/// the share of the `n_loss` losses that met an empty bucket, and the share of the `n_pass`
-/// passes that found it deeply in debt. The cap matters: idle time fills a real bucket only
-/// to its size.
-fn replay(window: &[Step], n_loss: usize, n_pass: usize, rate: f64, burst: f64) -> (f64, f64) {
-    let mut tokens = 0.0f64;
-    let (mut loss_empty, mut pass_empty) = (0usize, 0usize);
+/// Replay, for each rate, a token bucket of that rate's size (`bursts`), empty at the first loss,
+/// filling at the rate in bytes/s: how many losses met an empty bucket, and how many passes found
+/// it deeply in debt. The cap matters: idle time fills a real bucket only to its size. All rates
+/// are replayed together, for the reason given at `bursts_before`.
+fn replay(window: &[Step], rates: &[f64; RATE_STEPS], bursts: &[f64; RATE_STEPS]) -> ([u32; RATE_STEPS], [u32; RATE_STEPS]) {
+    let mut tokens = [0.0f64; RATE_STEPS];
+    let (mut loss_empty, mut pass_empty) = ([0u32; RATE_STEPS], [0u32; RATE_STEPS]);
     for t in window {
-        tokens = (tokens + rate * t.gap_s).min(burst);
+        for k in 0..RATE_STEPS {
+            tokens[k] = (tokens[k] + rates[k] * t.gap_s).min(bursts[k]);
+        }
         if t.lost {
-            if tokens < t.len {
-                loss_empty += 1;
+            for k in 0..RATE_STEPS {
+                loss_empty[k] += u32::from(tokens[k] < t.len);
             }
         } else {
-            if tokens < -2.0 * t.len {
-                pass_empty += 1;
+            for k in 0..RATE_STEPS {
+                pass_empty[k] += u32::from(tokens[k] < -2.0 * t.len);
+                tokens[k] -= t.len;
             }
-            tokens -= t.len;
         }
     }
-    (loss_empty as f64 / n_loss.max(1) as f64, pass_empty as f64 / n_pass.max(1) as f64)
+    (loss_empty, pass_empty)
 }
 
 /// The most consecutive RTT samples (in the order they were taken) that satisfy `hit`.

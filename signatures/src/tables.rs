@@ -9,7 +9,7 @@ use arrow_array::{
     ArrayRef, ArrowPrimitiveType, BooleanArray, Float64Array, Int64Array, ListArray, PrimitiveArray, RecordBatch,
     StringArray, TimestampNanosecondArray, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
 };
-use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 
 use crate::flow::Flow;
@@ -453,24 +453,114 @@ fn str_column<'a>(n: usize, f: impl Fn(usize) -> Option<&'a str>) -> StringArray
     StringArray::new(offsets, Buffer::from_vec(values), nulls)
 }
 
-/// `tags::names` of every row as a list<string>, without a Vec per row.
+/// Names up to this long are copied as one fixed-size block (see `names_column`).
+const NAME_BLOCK: usize = 32;
+
+/// A string column whose every value is one of a few `names`: `index(i)` is row i's, or None for
+/// a null (no validity buffer when nothing is null). The same as `str_column`, but each value is
+/// copied as one fixed-size block, overwritten in part by the next: a copy of a variable length
+/// is a call to `memcpy` per row.
+fn names_column(n: usize, names: &[&str], index: impl Fn(usize) -> Option<usize>) -> StringArray {
+    if names.iter().any(|s| s.len() > NAME_BLOCK) {
+        return str_column(n, |i| index(i).map(|k| names[k]));
+    }
+    let blocks: Vec<[u8; NAME_BLOCK]> = names
+        .iter()
+        .map(|s| {
+            let mut b = [0u8; NAME_BLOCK];
+            b[..s.len()].copy_from_slice(s.as_bytes());
+            b
+        })
+        .collect();
+    let total: usize = (0..n).map(|i| index(i).map_or(0, |k| names[k].len())).sum();
+    i32::try_from(total).expect("offset overflow");
+    let mut values = vec![0u8; total + NAME_BLOCK];
+    let mut offsets: Vec<i32> = Vec::with_capacity(n + 1);
+    offsets.push(0);
+    let mut end = 0;
+    let mut null_count = 0;
+    for i in 0..n {
+        match index(i) {
+            Some(k) => {
+                values[end..end + NAME_BLOCK].copy_from_slice(&blocks[k]);
+                end += names[k].len();
+            }
+            None => null_count += 1,
+        }
+        offsets.push(end as i32);
+    }
+    values.truncate(total);
+    let nulls = (null_count > 0).then(|| NullBuffer::new(BooleanBuffer::collect_bool(n, |i| index(i).is_some())));
+    StringArray::new(OffsetBuffer::new(ScalarBuffer::from(offsets)), Buffer::from_vec(values), nulls)
+}
+
+/// `tags::names` of every row as a list<string>, without a Vec per row. Names are copied as
+/// fixed-size blocks, as in `names_column`.
 fn tag_name_lists(tags: &[u32]) -> ArrayRef {
+    let blocks: Vec<[u8; NAME_BLOCK]> = tags::ALL
+        .iter()
+        .map(|(_, s)| {
+            let mut b = [0u8; NAME_BLOCK];
+            b[..s.len()].copy_from_slice(s.as_bytes());
+            b
+        })
+        .collect();
     let mut values: Vec<u8> = Vec::new();
+    let mut end = 0;
     let mut value_offsets: Vec<i32> = vec![0];
-    let lists = OffsetBuffer::<i32>::from_lengths(tags.iter().map(|&t| {
-        if t == 0 {
-            return 0;
+    let mut list_offsets: Vec<i32> = Vec::with_capacity(tags.len() + 1);
+    list_offsets.push(0);
+    for &t in tags {
+        let mut rest = t;
+        while rest != 0 {
+            // `tags::ALL` lists the bits in order, so this is `tags::names`' order.
+            let bit = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            if values.len() < end + NAME_BLOCK {
+                values.resize((2 * values.len()).max(end + NAME_BLOCK).max(4096), 0);
+            }
+            values[end..end + NAME_BLOCK].copy_from_slice(&blocks[bit]);
+            end += tags::ALL[bit].1.len();
+            value_offsets.push(i32::try_from(end).expect("tag names of one batch fit in 2 GiB"));
         }
-        let before = value_offsets.len();
-        for name in tags::names(t) {
-            values.extend_from_slice(name.as_bytes());
-            value_offsets.push(i32::try_from(values.len()).expect("tag names of one batch fit in 2 GiB"));
-        }
-        value_offsets.len() - before
-    }));
+        list_offsets.push(i32::try_from(value_offsets.len() - 1).expect("tag names of one batch fit in 2 GiB"));
+    }
+    values.truncate(end);
     let names = StringArray::new(OffsetBuffer::new(ScalarBuffer::from(value_offsets)), Buffer::from_vec(values), None);
     let item = Arc::new(Field::new("item", DataType::Utf8, false));
-    Arc::new(ListArray::new(item, lists, Arc::new(names), None))
+    Arc::new(ListArray::new(item, OffsetBuffer::new(ScalarBuffer::from(list_offsets)), Arc::new(names), None))
+}
+
+/// A bit-packed copy of `v`, the same buffer as `BooleanBuffer::collect_bool(v.len(), |i| v[i])`
+/// (whole 64-bit words, cut to the bytes the bits need, zeros after the last bit) at a fraction
+/// of the instructions: eight bools (bytes of 0 or 1) become one byte by one multiplication.
+fn pack_bools(v: &[bool]) -> BooleanBuffer {
+    // Byte j of the product's top byte collects byte j of x as its bit j (no carries: each
+    // partial product lands on its own bit).
+    let byte = |c: &[bool]| -> u64 {
+        let c: [bool; 8] = c.try_into().expect("eight bools");
+        u64::from_le_bytes(c.map(u8::from)).wrapping_mul(0x0102_0408_1020_4080) >> 56
+    };
+    let mut words: Vec<u64> = Vec::with_capacity(v.len().div_ceil(64));
+    let mut chunks = v.chunks_exact(64);
+    for c in &mut chunks {
+        let mut w = 0u64;
+        for (j, b) in c.chunks_exact(8).enumerate() {
+            w |= byte(b) << (8 * j);
+        }
+        words.push(w);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = 0u64;
+        for (j, &b) in rest.iter().enumerate() {
+            w |= u64::from(b) << j;
+        }
+        words.push(w);
+    }
+    let mut buffer = MutableBuffer::from(words);
+    buffer.truncate(v.len().div_ceil(8));
+    BooleanBuffer::new(buffer.into(), 0, v.len())
 }
 
 /// A nullable column being filled: values (the default in a null's slot, as Arrow's builders
@@ -498,7 +588,7 @@ impl<T: ArrowPrimitiveType> OptColumn<T> {
     fn finish(&mut self) -> PrimitiveArray<T> {
         let values = ScalarBuffer::from(std::mem::take(&mut self.values));
         let valid = std::mem::take(&mut self.valid);
-        PrimitiveArray::new(values, Some(NullBuffer::new(BooleanBuffer::collect_bool(valid.len(), |i| valid[i]))))
+        PrimitiveArray::new(values, Some(NullBuffer::new(pack_bools(&valid))))
     }
 }
 
@@ -725,7 +815,7 @@ impl PacketColumns {
         self.unstage();
         let n = self.frame.len();
         let capture_id = StringArray::new(
-            OffsetBuffer::<i32>::from_lengths(std::iter::repeat_n(capture_id.len(), n)),
+            OffsetBuffer::<i32>::from_repeated_length(capture_id.len(), n),
             Buffer::from_vec(capture_id.as_bytes().repeat(n)),
             None,
         );
@@ -736,7 +826,7 @@ impl PacketColumns {
         let tags = std::mem::take(&mut self.tags);
         let window_scaled = {
             let (v, ok) = (std::mem::take(&mut self.window_scaled), std::mem::take(&mut self.window_scaled_valid));
-            BooleanArray::new(BooleanBuffer::collect_bool(n, |i| v[i]), Some(NullBuffer::new(BooleanBuffer::collect_bool(n, |i| ok[i]))))
+            BooleanArray::new(pack_bools(&v), Some(NullBuffer::new(pack_bools(&ok))))
         };
         let sack = {
             let left = UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.sack_left)), None);
@@ -745,20 +835,20 @@ impl PacketColumns {
             let lists = OffsetBuffer::<i32>::from_lengths(self.sack_count.iter().map(|&c| usize::from(c)));
             self.sack_count = Vec::new();
             let is_tcp = std::mem::take(&mut self.is_tcp);
-            let valid = BooleanBuffer::collect_bool(n, |i| is_tcp[i]);
+            let valid = pack_bools(&is_tcp);
             let nulls = (valid.count_set_bits() < n).then(|| NullBuffer::new(valid));
             let item = Arc::new(Field::new("item", DataType::Struct(sack_fields()), false));
             Arc::new(ListArray::new(item, lists, Arc::new(items), nulls))
         };
         let tag_names = tag_name_lists(&tags);
-        let retx_cause = str_column(n, |i| tags::cause_name(tags[i]));
+        let retx_cause = names_column(n, &tags::CAUSES.map(|(_, name)| name), |i| tags::cause_index(tags[i]));
         let columns: Vec<ArrayRef> = vec![
             Arc::new(capture_id),
-            Arc::new(str_column(n, |i| Some(files[file_index[i] as usize].as_str()))),
+            Arc::new(names_column(n, &files.iter().map(String::as_str).collect::<Vec<_>>(), |i| Some(file_index[i] as usize))),
             Arc::new(UInt64Array::new(ScalarBuffer::from(std::mem::take(&mut self.frame)), None)),
             Arc::new(TimestampNanosecondArray::new(ScalarBuffer::from(std::mem::take(&mut self.ts_ns)), None).with_timezone("UTC")),
             Arc::new(Int64Array::new(ScalarBuffer::from(std::mem::take(&mut self.flow_id)), None)),
-            Arc::new(str_column(n, |i| Some(if c2s[i] { "c2s" } else { "s2c" }))),
+            Arc::new(names_column(n, &["c2s", "s2c"], |i| Some(usize::from(!c2s[i])))),
             Arc::new(UInt8Array::new(ScalarBuffer::from(std::mem::take(&mut self.ip_proto)), None)),
             Arc::new(self.seq.finish()),
             Arc::new(self.ack.finish()),
@@ -774,7 +864,7 @@ impl PacketColumns {
             Arc::new(self.ip_id.finish()),
             Arc::new(UInt8Array::new(ScalarBuffer::from(std::mem::take(&mut self.ttl)), None)),
             Arc::new(UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.wire_len)), None)),
-            Arc::new(str_column(n, |i| opt_str(encaps[usize::from(encap[i])]))),
+            Arc::new(names_column(n, &encaps, |i| Some(usize::from(encap[i])).filter(|&k| !encaps[k].is_empty()))),
             Arc::new(UInt32Array::new(ScalarBuffer::from(tags), None)),
             tag_names,
             Arc::new(retx_cause),
@@ -833,7 +923,7 @@ pub fn flows_batch(flows: &[Flow], capture_id: &str, files: &[String], cid_seed:
     columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| f.tcp.as_ref().map(|t| t.vantage.name())))));
     let tcp: Vec<Option<[Option<i64>; 42]>> = flows.iter().map(tcp_values).collect();
     for i in 0..TCP_FLOW_COLUMNS.len() {
-        columns.push(Arc::new(Int64Array::from_iter(tcp.iter().map(|v| v.and_then(|v| v[i])))));
+        columns.push(Arc::new(Int64Array::from_iter(tcp.iter().map(|v| v.as_ref().and_then(|v| v[i])))));
     }
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| f.sni.clone()))));
@@ -1052,6 +1142,25 @@ mod tests {
                 Arc::new(sack.finish())
             },
         ]
+    }
+
+    #[test]
+    fn packed_bools_equal_collect_bool() {
+        let mut x: u64 = 1;
+        for n in [0usize, 1, 7, 8, 9, 63, 64, 65, 127, 128, 129, 1000, 65_536, 65_537] {
+            for density in [0u64, 1, 50, 99, 100] {
+                let v: Vec<bool> = (0..n)
+                    .map(|_| {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        (x >> 33) % 100 < density
+                    })
+                    .collect();
+                let want = BooleanBuffer::collect_bool(n, |i| v[i]);
+                let got = pack_bools(&v);
+                assert_eq!(got.inner().as_slice(), want.inner().as_slice(), "{n} {density}");
+                assert_eq!((got.len(), got.offset()), (want.len(), want.offset()));
+            }
+        }
     }
 
     #[test]

@@ -85,24 +85,51 @@ pub const ALL: [(u32, &str); 32] = [
     (BAD_SEQ, "bad_seq"),
 ];
 
+/// Bit i of a mask is `ALL[i]` (tables::tag_name_lists relies on it).
+const _: () = {
+    let mut i = 0;
+    while i < ALL.len() {
+        assert!(ALL[i].0 == 1 << i);
+        i += 1;
+    }
+};
+
 pub fn names(mask: u32) -> impl Iterator<Item = &'static str> {
     ALL.iter().filter(move |(bit, _)| mask & bit != 0).map(|(_, n)| *n)
 }
 
+/// Retransmission causes and their names, in the order `cause_name` looks for them.
+pub const CAUSES: [(u32, &str); 9] = [
+    (RETX_RTO, "rto"),
+    (RETX_FAST, "fast_retransmit"),
+    (RETX_TLP, "tlp"),
+    (RETX_SPURIOUS, "spurious"),
+    (RETX_NETWORK_DUPLICATE, "network_duplicate"),
+    (RETX_PACKET_THRESHOLD, "packet_threshold"),
+    (RETX_TIME_THRESHOLD, "time_threshold"),
+    (RETX_PTO, "pto"),
+    (RETX_UNKNOWN, "unknown"),
+];
+
+const CAUSE_BITS: u32 = RETX_RTO
+    | RETX_FAST
+    | RETX_TLP
+    | RETX_SPURIOUS
+    | RETX_NETWORK_DUPLICATE
+    | RETX_PACKET_THRESHOLD
+    | RETX_TIME_THRESHOLD
+    | RETX_PTO
+    | RETX_UNKNOWN;
+
+/// The index in `CAUSES` of a tag mask's retransmission cause.
+pub fn cause_index(mask: u32) -> Option<usize> {
+    if mask & CAUSE_BITS == 0 {
+        return None;
+    }
+    CAUSES.iter().position(|(bit, _)| mask & bit != 0)
+}
+
 /// The retransmission cause of a tag mask, by name.
 pub fn cause_name(mask: u32) -> Option<&'static str> {
-    [
-        (RETX_RTO, "rto"),
-        (RETX_FAST, "fast_retransmit"),
-        (RETX_TLP, "tlp"),
-        (RETX_SPURIOUS, "spurious"),
-        (RETX_NETWORK_DUPLICATE, "network_duplicate"),
-        (RETX_PACKET_THRESHOLD, "packet_threshold"),
-        (RETX_TIME_THRESHOLD, "time_threshold"),
-        (RETX_PTO, "pto"),
-        (RETX_UNKNOWN, "unknown"),
-    ]
-    .iter()
-    .find(|(bit, _)| mask & bit != 0)
-    .map(|(_, n)| *n)
+    cause_index(mask).map(|i| CAUSES[i].1)
 }

@@ -204,8 +204,7 @@ impl Replayer {
                 format!("frame {} of {} no longer decodes ({})", frame.number, self.session.files[f as usize], r.name())
             })?;
             self.session.totals.decoded += 1;
-            let row = self.session.track(&p, f);
-            self.session.packets.push(row);
+            self.session.track(&p, f);
             if self.session.batch_full() {
                 out.push(self.session.drain(false));
             }
