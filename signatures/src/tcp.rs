@@ -1129,6 +1129,16 @@ mod tests {
         st.analyze(&PacketIn { dir, ts_ns: ms * MS, tcp: &tcp, seglen: len, ip_id, peer_window_shift: None })
     }
 
+    /// A handshake at 0-40 ms (client ISN `c`, server ISN `s`) and a 100-byte request at 41 ms.
+    fn handshake_and_request(c: u32, s: u32) -> TcpState {
+        let mut st = TcpState::default();
+        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, None);
+        feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, None);
+        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, None);
+        feed(&mut st, 0, 41, c + 1, s + 1, PA, 100, 65535, None);
+        st
+    }
+
     fn cause(a: &Analysis) -> Option<&'static str> {
         cause_name(a.tags)
     }
@@ -1139,11 +1149,7 @@ mod tests {
     #[test]
     fn a_prompt_resend_on_rack_evidence_is_a_fast_retransmit() {
         let (c, s) = (1_000u32, 5_000u32);
-        let mut st = TcpState::default();
-        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, None);
-        feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, None);
-        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, None);
-        feed(&mut st, 0, 41, c + 1, s + 1, PA, 100, 65535, None);
+        let mut st = handshake_and_request(c, s);
         for i in 0..3u32 {
             feed(&mut st, 1, 50 + i64::from(i), s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
         }
@@ -1283,11 +1289,7 @@ mod tests {
     #[test]
     fn compacting_a_closed_flow_keeps_its_analysis() {
         let (c, s) = (1_000u32, 5_000u32);
-        let mut st = TcpState::default();
-        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, None);
-        feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, None);
-        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, None);
-        feed(&mut st, 0, 41, c + 1, s + 1, PA, 100, 65535, None);
+        let mut st = handshake_and_request(c, s);
         for i in 0..200u32 {
             feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
         }
