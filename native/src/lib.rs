@@ -41,7 +41,8 @@ pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
 /// crossed into Python would surface as pyo3's PanicException, which callers cannot tell apart
 /// from an abort and do not expect.
 pub(crate) fn guarded<T>(what: &str, doing: &str, f: impl FnOnce() -> T) -> Result<T, String> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|p| format!("{what}: internal error while {doing}: {}", panic_message(p.as_ref())))
+    catch_unwind(AssertUnwindSafe(f))
+        .map_err(|p| format!("{what}: internal error while {doing}: {}", panic_message(p.as_ref())))
 }
 
 /// Test hook: the next call of the named entry point (`step`, `flush`, `finish`, `open`,
@@ -151,7 +152,11 @@ pub(crate) fn session_config(
     })
 }
 
-pub(crate) fn add_keylog_to<'py>(py: Python<'py>, session: &mut Session, path: &std::path::Path) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn add_keylog_to<'py>(
+    py: Python<'py>,
+    session: &mut Session,
+    path: &std::path::Path,
+) -> PyResult<Bound<'py, PyDict>> {
     let st = session
         .add_keylog_file(path)
         .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", path.display())))?;
@@ -187,10 +192,15 @@ impl PySession {
         batch_rows: usize,
         community_id_seed: u16,
     ) -> PyResult<Self> {
-        let config = session_config(tcp_idle_timeout_s, udp_idle_timeout_s, tcp_closed_linger_s, max_flows, batch_rows, community_id_seed)?;
-        Ok(PySession {
-            inner: Session::new(config, capture_id),
-        })
+        let config = session_config(
+            tcp_idle_timeout_s,
+            udp_idle_timeout_s,
+            tcp_closed_linger_s,
+            max_flows,
+            batch_rows,
+            community_id_seed,
+        )?;
+        Ok(PySession { inner: Session::new(config, capture_id) })
     }
 
     /// Open a capture file for this session. Raises CaptureFileError naming the file and the
@@ -204,11 +214,7 @@ impl PySession {
         })
         .map_err(InternalError::new_err)?;
         let inner = opened.map_err(|e| capture_error(&shown, &e))?;
-        Ok(PyFileCursor {
-            inner: Mutex::new(inner),
-            path: shown,
-            internal_error: None,
-        })
+        Ok(PyFileCursor { inner: Mutex::new(inner), path: shown, internal_error: None })
     }
 
     /// Decode up to `max_frames` frames (GIL released), then return the ready output as a list
@@ -290,7 +296,10 @@ impl PySession {
     }
 }
 
-pub(crate) fn output_list<const N: usize>(py: Python<'_>, batches: [(&str, Option<RecordBatch>); N]) -> PyResult<Py<PyList>> {
+pub(crate) fn output_list<const N: usize>(
+    py: Python<'_>,
+    batches: [(&str, Option<RecordBatch>); N],
+) -> PyResult<Py<PyList>> {
     let out = PyList::empty(py);
     for (table, batch) in batches {
         if let Some(b) = batch {

@@ -15,7 +15,10 @@ use pyo3::types::{PyDict, PyList};
 use tailscope_signatures::session::replay::{frame_schema, open_splitter, FrameSplitter, Replayer};
 use tailscope_signatures::session::Drained;
 
-use crate::{add_keylog_to, capture_error, guarded, keylog_counts_of, output_list, panic_message, session_config, stats_dict, InternalError};
+use crate::{
+    add_keylog_to, capture_error, guarded, keylog_counts_of, output_list, panic_message, session_config, stats_dict,
+    InternalError,
+};
 
 #[pyclass(name = "FrameSplitter", module = "tailscope._native")]
 pub(crate) struct PyFrameSplitter {
@@ -33,7 +36,8 @@ impl PyFrameSplitter {
     #[pyo3(signature = (path, file_index, label=None))]
     fn new(path: PathBuf, file_index: u32, label: Option<String>) -> PyResult<Self> {
         let shown = label.unwrap_or_else(|| path.display().to_string());
-        let opened = guarded(&shown, "opening it", || open_splitter(&path, file_index)).map_err(InternalError::new_err)?;
+        let opened =
+            guarded(&shown, "opening it", || open_splitter(&path, file_index)).map_err(InternalError::new_err)?;
         let inner = opened.map_err(|e| capture_error(&shown, &e))?;
         Ok(PyFrameSplitter { inner: Mutex::new(inner), path: shown, internal_error: None })
     }
@@ -124,7 +128,14 @@ impl PyReplayer {
         batch_rows: usize,
         community_id_seed: u16,
     ) -> PyResult<Self> {
-        let config = session_config(tcp_idle_timeout_s, udp_idle_timeout_s, tcp_closed_linger_s, max_flows, batch_rows, community_id_seed)?;
+        let config = session_config(
+            tcp_idle_timeout_s,
+            udp_idle_timeout_s,
+            tcp_closed_linger_s,
+            max_flows,
+            batch_rows,
+            community_id_seed,
+        )?;
         Ok(PyReplayer { inner: Replayer::new(config, capture_id, files, horizon_ns) })
     }
 
@@ -146,7 +157,8 @@ impl PyReplayer {
     fn finish(&mut self, py: Python<'_>) -> PyResult<Py<PyList>> {
         let what = self.inner.session.capture_id.clone();
         let replayer = &mut self.inner;
-        let drained = py.detach(|| guarded(&what, "ending its flows", || replayer.finish())).map_err(InternalError::new_err)?;
+        let drained =
+            py.detach(|| guarded(&what, "ending its flows", || replayer.finish())).map_err(InternalError::new_err)?;
         drained_list(py, vec![drained])
     }
 

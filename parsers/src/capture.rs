@@ -63,20 +63,13 @@ impl std::fmt::Display for CaptureError {
         match &self.kind {
             CaptureErrorKind::Io(e) => write!(f, "read error at byte {}: {}", self.offset, e),
             CaptureErrorKind::EmptyFile => write!(f, "empty file (0 bytes): not a capture"),
-            CaptureErrorKind::NotACapture => write!(
-                f,
-                "not a pcap or pcapng file (unrecognised header at byte 0)"
-            ),
-            CaptureErrorKind::Truncated => write!(
-                f,
-                "truncated: the file ends inside the record starting at byte {}",
-                self.offset
-            ),
-            CaptureErrorKind::RecordTooLarge(n) => write!(
-                f,
-                "corrupt record at byte {}: claims {} bytes (limit {} bytes)",
-                self.offset, n, MAX_RECORD
-            ),
+            CaptureErrorKind::NotACapture => write!(f, "not a pcap or pcapng file (unrecognised header at byte 0)"),
+            CaptureErrorKind::Truncated => {
+                write!(f, "truncated: the file ends inside the record starting at byte {}", self.offset)
+            }
+            CaptureErrorKind::RecordTooLarge(n) => {
+                write!(f, "corrupt record at byte {}: claims {} bytes (limit {} bytes)", self.offset, n, MAX_RECORD)
+            }
             CaptureErrorKind::Corrupt(e) => {
                 write!(f, "corrupt record at byte {}: {}", self.offset, e)
             }
@@ -148,10 +141,7 @@ impl<R: Read> Read for NoteErrors<R> {
 }
 
 fn io_err(offset: u64, e: impl std::fmt::Display) -> CaptureError {
-    CaptureError {
-        offset,
-        kind: CaptureErrorKind::Io(e.to_string()),
-    }
+    CaptureError { offset, kind: CaptureErrorKind::Io(e.to_string()) }
 }
 
 /// Timestamp units per second from a pcapng `if_tsresol` (MSB set: power of two, else of ten).
@@ -191,10 +181,7 @@ impl CaptureReader {
         let mut prefix = vec![0u8; PREFIX];
         let n = source::read_up_to(&mut reader, &mut prefix).map_err(|e| io_err(0, e))?;
         if n == 0 {
-            return Err(CaptureError {
-                offset: 0,
-                kind: CaptureErrorKind::EmptyFile,
-            });
+            return Err(CaptureError { offset: 0, kind: CaptureErrorKind::EmptyFile });
         }
         prefix.truncate(n);
         let format = match prefix.get(0..4) {
@@ -202,16 +189,11 @@ impl CaptureReader {
             _ => CaptureFormat::Pcap,
         };
         let read_error = Arc::new(Mutex::new(None));
-        let stream = NoteErrors {
-            inner: std::io::Cursor::new(prefix).chain(reader),
-            last: read_error.clone(),
-        };
+        let stream = NoteErrors { inner: std::io::Cursor::new(prefix).chain(reader), last: read_error.clone() };
         let inner = pcap_parser::create_reader(INITIAL_BUFFER, stream).map_err(|e| {
             let kind = match e {
                 PcapError::HeaderNotRecognized => CaptureErrorKind::NotACapture,
-                PcapError::Incomplete(_) | PcapError::Eof | PcapError::UnexpectedEof => {
-                    CaptureErrorKind::Truncated
-                }
+                PcapError::Incomplete(_) | PcapError::Eof | PcapError::UnexpectedEof => CaptureErrorKind::Truncated,
                 other => CaptureErrorKind::Corrupt(format!("bad file header: {other:?}")),
             };
             CaptureError { offset: 0, kind }
@@ -314,10 +296,7 @@ impl CaptureReader {
     }
 
     fn corrupt(offset: u64, msg: String) -> CaptureError {
-        CaptureError {
-            offset,
-            kind: CaptureErrorKind::Corrupt(msg),
-        }
+        CaptureError { offset, kind: CaptureErrorKind::Corrupt(msg) }
     }
 
     /// The next packet record, or `None` at a clean end of file.
@@ -342,11 +321,7 @@ impl CaptureReader {
                     let packet = match block {
                         PcapBlockOwned::LegacyHeader(hdr) => {
                             let lt = hdr.network.0 as u32;
-                            let ups = if hdr.is_nanosecond_precision() {
-                                1_000_000_000
-                            } else {
-                                1_000_000
-                            };
+                            let ups = if hdr.is_nanosecond_precision() { 1_000_000_000 } else { 1_000_000 };
                             self.legacy = Some(Interface {
                                 linktype: lt,
                                 units_per_sec: ups,
@@ -363,8 +338,7 @@ impl CaptureReader {
                                 ts_offset_s: 0,
                                 snaplen: 0,
                             });
-                            let ticks = u64::from(b.ts_sec) * iface.units_per_sec
-                                + u64::from(b.ts_usec);
+                            let ticks = u64::from(b.ts_sec) * iface.units_per_sec + u64::from(b.ts_usec);
                             let cap = (b.caplen as usize).min(b.data.len());
                             Some((
                                 iface.linktype,
@@ -396,13 +370,7 @@ impl CaptureReader {
                                 Some(i) => (i.linktype, to_ns(ticks, i.units_per_sec, i.ts_offset_s)),
                                 None => (LINKTYPE_UNKNOWN_INTERFACE, to_ns(ticks, 1_000_000, 0)),
                             };
-                            Some((
-                                lt,
-                                ts,
-                                epb.origlen.max(cap as u32),
-                                epb.data.as_ptr() as usize - base,
-                                cap,
-                            ))
+                            Some((lt, ts, epb.origlen.max(cap as u32), epb.data.as_ptr() as usize - base, cap))
                         }
                         PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
                             // No timestamp in a Simple Packet Block: keep the previous one, so
@@ -445,10 +413,7 @@ impl CaptureReader {
                     let cap = self.inner.data().len().max(INITIAL_BUFFER);
                     let want = (cap * 2).max(claimed as usize + 64);
                     if want > MAX_RECORD || !self.inner.grow(want) {
-                        return Err(CaptureError {
-                            offset,
-                            kind: CaptureErrorKind::RecordTooLarge(claimed),
-                        });
+                        return Err(CaptureError { offset, kind: CaptureErrorKind::RecordTooLarge(claimed) });
                     }
                     if self.inner.refill().is_err() {
                         return Err(self.read_failed(offset));
@@ -459,10 +424,7 @@ impl CaptureReader {
                     if let Some(msg) = self.ng_block_defect(true) {
                         return Err(Self::corrupt(offset, msg));
                     }
-                    return Err(CaptureError {
-                        offset,
-                        kind: CaptureErrorKind::Truncated,
-                    })
+                    return Err(CaptureError { offset, kind: CaptureErrorKind::Truncated });
                 }
                 Err(PcapError::ReadError) => return Err(self.read_failed(offset)),
                 Err(e) => {
@@ -472,10 +434,7 @@ impl CaptureReader {
                         }
                         other => format!("{other:?}"),
                     };
-                    return Err(CaptureError {
-                        offset,
-                        kind: CaptureErrorKind::Corrupt(msg),
-                    });
+                    return Err(CaptureError { offset, kind: CaptureErrorKind::Corrupt(msg) });
                 }
             };
             match packet {
@@ -488,14 +447,7 @@ impl CaptureReader {
                     self.last_ts_ns = ts_ns;
                     self.note_linktype(linktype);
                     let data = &self.inner.data()[start..start + cap];
-                    return Ok(Some(Frame {
-                        number: self.frames,
-                        ts_ns,
-                        linktype,
-                        wire_len,
-                        data,
-                        offset,
-                    }));
+                    return Ok(Some(Frame { number: self.frames, ts_ns, linktype, wire_len, data, offset }));
                 }
             }
         }
@@ -592,7 +544,9 @@ mod tests {
         let mut pcap = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 1, 0, 0, 0];
         let mut x = 0x1234_5678u32;
         for i in 0..3000u32 {
-            pcap.extend_from_slice(&[&i.to_le_bytes()[..], &[0; 4], &100u32.to_le_bytes(), &100u32.to_le_bytes()].concat());
+            pcap.extend_from_slice(
+                &[&i.to_le_bytes()[..], &[0; 4], &100u32.to_le_bytes(), &100u32.to_le_bytes()].concat(),
+            );
             // incompressible payload, so the cut lands well inside the records
             pcap.extend((0..100).map(|_| {
                 x ^= x << 13;

@@ -351,11 +351,7 @@ fn decode_tcp<'a>(p: &mut Packet<'a>, d: &'a [u8], l4_len: u32) -> Result<(), Sk
         read_tcp_options(&d[20..opts_end], t);
     }
     p.payload = d.get(header_len..).unwrap_or(&[]);
-    p.payload_len = if l4_len == u32::MAX {
-        u32::MAX
-    } else {
-        l4_len.saturating_sub(header_len as u32)
-    };
+    p.payload_len = if l4_len == u32::MAX { u32::MAX } else { l4_len.saturating_sub(header_len as u32) };
     Ok(())
 }
 
@@ -548,7 +544,11 @@ mod tests {
         let r = decode_frame(&raw_frame(&frame));
         assert!(r.is_err(), "{r:?}");
         // The same with a fragment header last (its 8 bytes cut to 4).
-        let frame = ipv6(0, 8 + 8, &[&hbh[..1], &[0u8; 7][..]].concat().iter().copied().chain([44u8, 0, 0, 0]).collect::<Vec<_>>());
+        let frame = ipv6(
+            0,
+            8 + 8,
+            &[&hbh[..1], &[0u8; 7][..]].concat().iter().copied().chain([44u8, 0, 0, 0]).collect::<Vec<_>>(),
+        );
         let _ = decode_frame(&raw_frame(&frame));
         // Every prefix of a chain Hop-by-Hop, Routing, Fragment, TCP.
         let mut chain = vec![43u8, 0, 0, 0, 0, 0, 0, 0]; // HbH -> Routing

@@ -77,9 +77,6 @@ impl SkipCounts {
     }
     /// Non-zero counters, by name.
     pub fn nonzero(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        SkipReason::ALL
-            .iter()
-            .map(|r| (r.name(), self.get(*r)))
-            .filter(|(_, n)| *n > 0)
+        SkipReason::ALL.iter().map(|r| (r.name(), self.get(*r))).filter(|(_, n)| *n > 0)
     }
 }

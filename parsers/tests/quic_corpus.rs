@@ -12,8 +12,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use tailscope_parsers::quic::{
-    self, verify_retry, CryptoReassembler, Form, InitialDecryptor, PacketHeader, PacketType,
-    RetryCheck,
+    self, verify_retry, CryptoReassembler, Form, InitialDecryptor, PacketHeader, PacketType, RetryCheck,
 };
 use tailscope_parsers::{decode_frame, CaptureReader, Transport};
 
@@ -21,11 +20,7 @@ fn corpus() -> PathBuf {
     let p = std::env::var_os("TAILSCOPE_CORPUS")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"));
-    assert!(
-        p.join("MANIFEST.tsv").is_file(),
-        "test corpus not found at {} (set TAILSCOPE_CORPUS)",
-        p.display()
-    );
+    assert!(p.join("MANIFEST.tsv").is_file(), "test corpus not found at {} (set TAILSCOPE_CORPUS)", p.display());
     p
 }
 
@@ -73,11 +68,8 @@ struct Shark {
 }
 
 fn tshark(root: &Path, file: &str) -> BTreeMap<u64, Shark> {
-    let name = if file == "quicdoq.pcap" {
-        "quicdoq.pcap.decode-as-quic.csv".to_string()
-    } else {
-        format!("{file}.csv")
-    };
+    let name =
+        if file == "quicdoq.pcap" { "quicdoq.pcap.decode-as-quic.csv".to_string() } else { format!("{file}.csv") };
     let text = std::fs::read_to_string(root.join("peers/tshark").join(name)).unwrap();
     let mut lines = text.lines();
     let head = csv_fields(lines.next().unwrap());
@@ -140,10 +132,7 @@ fn zeek(root: &Path, file: &str) -> Vec<ZeekRow> {
             }
             let v: Vec<&str> = l.split('\t').collect();
             let get = |n: &str| fields.iter().position(|c| c == n).map(|i| v[i]);
-            let opt = |s: Option<&str>| {
-                s.filter(|s| *s != "-" && *s != "(empty)")
-                    .map(str::to_string)
-            };
+            let opt = |s: Option<&str>| s.filter(|s| *s != "-" && *s != "(empty)").map(str::to_string);
             out.push((
                 get("id.orig_p").unwrap().parse().unwrap(),
                 opt(get("server_name")),
@@ -213,10 +202,7 @@ struct Mismatch {
 }
 
 /// One capture: parse everything, open what can be opened, compare with tshark when given.
-fn run_capture(
-    path: &Path,
-    shark: Option<&BTreeMap<u64, Shark>>,
-) -> (Tally, HashMap<(Endpoint, Endpoint), Flow>) {
+fn run_capture(path: &Path, shark: Option<&BTreeMap<u64, Shark>>) -> (Tally, HashMap<(Endpoint, Endpoint), Flow>) {
     let mut t = Tally::default();
     let mut flows: HashMap<(Endpoint, Endpoint), Flow> = HashMap::new();
     // SCID length each endpoint announced in its long headers: the DCID length of short
@@ -265,25 +251,13 @@ fn run_capture(
             handle_packet(flow, p, from_client, frame.number, &mut t);
         }
         if let Some(shark) = shark {
-            compare(
-                frame.number,
-                &dg.packets,
-                shark.get(&frame.number),
-                flow,
-                &mut t,
-            );
+            compare(frame.number, &dg.packets, shark.get(&frame.number), flow, &mut t);
         }
     }
     (t, flows)
 }
 
-fn handle_packet(
-    flow: &mut Flow,
-    p: &PacketHeader<'_>,
-    from_client: bool,
-    frame: u64,
-    t: &mut Tally,
-) {
+fn handle_packet(flow: &mut Flow, p: &PacketHeader<'_>, from_client: bool, frame: u64, t: &mut Tally) {
     match p.ty {
         PacketType::Initial => {
             let fresh = match &flow.dec {
@@ -342,12 +316,7 @@ fn handle_packet(
                         for ch in hellos {
                             flow.hellos_seen += 1;
                             let alpn = ch.alpn.first().cloned();
-                            flow.hellos.push(Hello {
-                                frame,
-                                sni: ch.sni,
-                                alpn,
-                                initial_dcid: initial_dcid.clone(),
-                            });
+                            flow.hellos.push(Hello { frame, sni: ch.sni, alpn, initial_dcid: initial_dcid.clone() });
                         }
                     }
                 }
@@ -369,51 +338,24 @@ fn handle_packet(
     }
 }
 
-fn compare(
-    frame: u64,
-    packets: &[PacketHeader<'_>],
-    s: Option<&Shark>,
-    flow: &Flow,
-    t: &mut Tally,
-) {
+fn compare(frame: u64, packets: &[PacketHeader<'_>], s: Option<&Shark>, flow: &Flow, t: &mut Tally) {
     let Some(s) = s else { return };
     if s.versions.is_empty() && s.dcids.is_empty() && s.scids.is_empty() && s.types.is_empty() {
         return; // tshark did not see QUIC here
     }
     t.frames += 1;
-    let versions: Vec<String> = packets
-        .iter()
-        .filter(|p| p.form == Form::Long)
-        .map(|p| format!("{:#010x}", p.version))
-        .collect();
-    let dcids: Vec<String> = packets
-        .iter()
-        .filter(|p| !p.dcid.is_empty())
-        .map(|p| hexs(p.dcid))
-        .collect();
-    let scids: Vec<String> = packets
-        .iter()
-        .filter(|p| !p.scid.is_empty())
-        .map(|p| hexs(p.scid))
-        .collect();
+    let versions: Vec<String> =
+        packets.iter().filter(|p| p.form == Form::Long).map(|p| format!("{:#010x}", p.version)).collect();
+    let dcids: Vec<String> = packets.iter().filter(|p| !p.dcid.is_empty()).map(|p| hexs(p.dcid)).collect();
+    let scids: Vec<String> = packets.iter().filter(|p| !p.scid.is_empty()).map(|p| hexs(p.scid)).collect();
     // tshark numbers long packet types as v1 does and leaves v2's and VN's empty.
     let types: Vec<String> = packets
         .iter()
-        .filter(|p| {
-            p.form == Form::Long
-                && p.ty != PacketType::VersionNegotiation
-                && p.version != 0x6b3343cf
-        })
+        .filter(|p| p.form == Form::Long && p.ty != PacketType::VersionNegotiation && p.version != 0x6b3343cf)
         .map(|p| p.type_bits.to_string())
         .collect();
-    let shape: Vec<(bool, String)> = packets
-        .iter()
-        .map(|p| (p.form == Form::Short, hexs(p.dcid)))
-        .collect();
-    let mut check = |what: &'static str,
-                     ours: &Vec<String>,
-                     theirs: &Vec<String>,
-                     tally: &mut (usize, usize)| {
+    let shape: Vec<(bool, String)> = packets.iter().map(|p| (p.form == Form::Short, hexs(p.dcid))).collect();
+    let mut check = |what: &'static str, ours: &Vec<String>, theirs: &Vec<String>, tally: &mut (usize, usize)| {
         tally.1 += 1;
         if ours == theirs {
             tally.0 += 1;
@@ -431,17 +373,9 @@ fn compare(
     check("dcid", &dcids, &s.dcids, &mut t.dcids);
     check("scid", &scids, &s.scids, &mut t.scids);
     check("type", &types, &s.types, &mut t.types);
-    let spins: Vec<String> = packets
-        .iter()
-        .filter_map(|p| p.spin)
-        .map(|b| u8::from(b).to_string())
-        .collect();
+    let spins: Vec<String> = packets.iter().filter_map(|p| p.spin).map(|b| u8::from(b).to_string()).collect();
     check("spin", &spins, &s.spins, &mut t.spins);
-    let ours_sni = flow
-        .hellos
-        .iter()
-        .find(|h| h.frame == frame)
-        .and_then(|h| h.sni.clone());
+    let ours_sni = flow.hellos.iter().find(|h| h.frame == frame).and_then(|h| h.sni.clone());
     if s.sni.is_some() || ours_sni.is_some() {
         t.sni_frames.1 += 1;
         if s.sni == ours_sni {
@@ -478,49 +412,25 @@ const EXPLAINED: &[(&str, u64, &str, &str)] = &[
     ("zerortt.pcap", 9, "dcid", SHORT_AFTER_UNDECRYPTED),
     ("zerortt.pcap", 79, "dcid", SHORT_AFTER_UNDECRYPTED),
     ("zerortt.pcap", 79, "spin", SHORT_AFTER_UNDECRYPTED),
-    (
-        "merlinc2_Zeek_example.pcapng",
-        6,
-        "dcid",
-        SHORT_AFTER_UNDECRYPTED,
-    ),
+    ("merlinc2_Zeek_example.pcapng", 6, "dcid", SHORT_AFTER_UNDECRYPTED),
     ("quicv2-echo-443.pcap", 5, "dcid", SHORT_AFTER_UNDECRYPTED),
     ("quicv2-echo-443.pcap", 5, "spin", SHORT_AFTER_UNDECRYPTED),
-    (
-        "quicv2-echo-dpd-custom-port-4433.pcap",
-        5,
-        "dcid",
-        SHORT_AFTER_UNDECRYPTED,
-    ),
-    (
-        "quicv2-echo-dpd-custom-port-4433.pcap",
-        5,
-        "spin",
-        SHORT_AFTER_UNDECRYPTED,
-    ),
+    ("quicv2-echo-dpd-custom-port-4433.pcap", 5, "dcid", SHORT_AFTER_UNDECRYPTED),
+    ("quicv2-echo-dpd-custom-port-4433.pcap", 5, "spin", SHORT_AFTER_UNDECRYPTED),
     ("quicv2-http3-443.pcap", 7, "dcid", SHORT_AFTER_UNDECRYPTED),
     ("retry.pcap", 7, "sni", HELLO_AFTER_RETRY),
     ("quic-29.pcap", 3, "sni", HELLO_AFTER_RETRY),
 ];
 
 fn check_explanation(file: &str, m: &Mismatch, why: &str, flow_first_sni: Option<&String>) {
-    let ctx = format!(
-        "{file} frame {} {}: ours {:?} tshark {:?}",
-        m.frame, m.field, m.ours, m.tshark
-    );
+    let ctx = format!("{file} frame {} {}: ours {:?} tshark {:?}", m.frame, m.field, m.ours, m.tshark);
     match why {
         SHORT_AFTER_UNDECRYPTED => {
-            assert!(
-                m.tshark.len() < m.ours.len() && m.ours.starts_with(&m.tshark),
-                "{ctx}"
-            );
+            assert!(m.tshark.len() < m.ours.len() && m.ours.starts_with(&m.tshark), "{ctx}");
             let short: Vec<&(bool, String)> = m.packets.iter().filter(|p| p.0).collect();
             assert_eq!(short.len(), 1, "{ctx}");
             assert_eq!(m.ours.len() - m.tshark.len(), 1, "{ctx}");
-            assert_eq!(
-                short[0].1, m.packets[0].1,
-                "{ctx}: a coalesced packet has the first's DCID"
-            );
+            assert_eq!(short[0].1, m.packets[0].1, "{ctx}: a coalesced packet has the first's DCID");
         }
         HELLO_AFTER_RETRY => {
             assert!(m.tshark.is_empty(), "{ctx}");
@@ -551,8 +461,7 @@ fn every_udp_datagram_parses_without_panic() {
             datagrams += 1;
             for guess in [0usize, 1, 4, 8, 18, 20, 255] {
                 let dg = quic::parse_datagram(pkt.payload, guess);
-                let covered: usize =
-                    dg.packets.iter().map(|p| p.bytes.len()).sum::<usize>() + dg.trailing;
+                let covered: usize = dg.packets.iter().map(|p| p.bytes.len()).sum::<usize>() + dg.trailing;
                 assert_eq!(
                     covered,
                     pkt.payload.len(),
@@ -633,17 +542,7 @@ fn corpus_agreement() {
     let root = corpus();
     println!(
         "{:<52} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>9} {:>6} {:>5}",
-        "capture",
-        "frames",
-        "version",
-        "dcid",
-        "scid",
-        "type",
-        "spin",
-        "sni",
-        "opened",
-        "failed",
-        "retry"
+        "capture", "frames", "version", "dcid", "scid", "type", "spin", "sni", "opened", "failed", "retry"
     );
     let mut total = Tally::default();
     let mut zeek_rows = (0usize, 0usize); // (agree on sni, alpn and initial dcid; rows)
@@ -668,20 +567,11 @@ fn corpus_agreement() {
             pair(t.sni_frames),
             t.decrypted,
             t.decrypt_failed,
-            format!(
-                "{}/{}",
-                t.retries_valid,
-                t.retries_valid + t.retries_invalid
-            ),
+            format!("{}/{}", t.retries_valid, t.retries_valid + t.retries_invalid),
         );
-        let first_sni = flows
-            .values()
-            .flat_map(|f| f.hellos.first())
-            .find_map(|h| h.sni.clone());
+        let first_sni = flows.values().flat_map(|f| f.hellos.first()).find_map(|h| h.sni.clone());
         for m in &t.mismatches {
-            let hit = EXPLAINED
-                .iter()
-                .position(|e| e.0 == file && e.1 == m.frame && e.2 == m.field);
+            let hit = EXPLAINED.iter().position(|e| e.0 == file && e.1 == m.frame && e.2 == m.field);
             match hit {
                 Some(i) => {
                     explained_seen[i] = true;
@@ -692,10 +582,7 @@ fn corpus_agreement() {
                     check_explanation(&file, m, EXPLAINED[i].3, first_sni.as_ref());
                 }
                 None => {
-                    println!(
-                        "    UNEXPLAINED frame {} {}: ours {:?} tshark {:?}",
-                        m.frame, m.field, m.ours, m.tshark
-                    );
+                    println!("    UNEXPLAINED frame {} {}: ours {:?} tshark {:?}", m.frame, m.field, m.ours, m.tshark);
                     unexplained.push(format!("{file} frame {} {}", m.frame, m.field));
                 }
             }
@@ -708,10 +595,7 @@ fn corpus_agreement() {
                 .flat_map(|f| f.hellos.iter())
                 .collect();
             zeek_rows.1 += 1;
-            if mine
-                .iter()
-                .any(|h| h.sni == sni && h.alpn == alpn && Some(&h.initial_dcid) == dcid.as_ref())
-            {
+            if mine.iter().any(|h| h.sni == sni && h.alpn == alpn && Some(&h.initial_dcid) == dcid.as_ref()) {
                 zeek_rows.0 += 1;
             } else {
                 println!("    UNEXPLAINED zeek: port {port} server_name {sni:?} client_protocol {alpn:?} dcid {dcid:?}; ours {mine:?}");
@@ -739,25 +623,29 @@ fn corpus_agreement() {
         "TOTAL tshark QUIC frames {}: versions {}/{} dcids {}/{} scids {}/{} long types {}/{} spin bits {}/{} \
          SNI frames {}/{}; Zeek quic.log rows (SNI, ALPN, initial DCID) {}/{}; Initials opened {} (failed {}); \
          Retry tags valid {}/{}",
-        total.frames, total.versions.0, total.versions.1, total.dcids.0, total.dcids.1, total.scids.0, total.scids.1,
-        total.types.0, total.types.1, total.spins.0, total.spins.1, total.sni_frames.0, total.sni_frames.1, zeek_rows.0,
-        zeek_rows.1, total.decrypted, total.decrypt_failed, total.retries_valid,
+        total.frames,
+        total.versions.0,
+        total.versions.1,
+        total.dcids.0,
+        total.dcids.1,
+        total.scids.0,
+        total.scids.1,
+        total.types.0,
+        total.types.1,
+        total.spins.0,
+        total.spins.1,
+        total.sni_frames.0,
+        total.sni_frames.1,
+        zeek_rows.0,
+        zeek_rows.1,
+        total.decrypted,
+        total.decrypt_failed,
+        total.retries_valid,
         total.retries_valid + total.retries_invalid
     );
-    assert!(
-        unexplained.is_empty(),
-        "unexplained disagreements: {unexplained:#?}"
-    );
-    let stale: Vec<_> = EXPLAINED
-        .iter()
-        .zip(&explained_seen)
-        .filter(|(_, seen)| !**seen)
-        .map(|(e, _)| e)
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "explained differences that no longer occur: {stale:?}"
-    );
+    assert!(unexplained.is_empty(), "unexplained disagreements: {unexplained:#?}");
+    let stale: Vec<_> = EXPLAINED.iter().zip(&explained_seen).filter(|(_, seen)| !**seen).map(|(e, _)| e).collect();
+    assert!(stale.is_empty(), "explained differences that no longer occur: {stale:?}");
     // Floors, so that a regression that makes us see less cannot pass as "no disagreement".
     assert_eq!(total.frames, 1752);
     assert_eq!(zeek_rows, (14, 14));

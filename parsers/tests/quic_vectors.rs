@@ -3,17 +3,14 @@
 //! A.5 (ChaCha20, 1-RTT) is not covered: only Initial packets are decrypted here.
 
 use tailscope_parsers::quic::{
-    self, initial_secrets, packet_key_material, parse_client_hello, verify_retry, InitialDecryptor,
-    PacketType, QuicError, RetryCheck,
+    self, initial_secrets, packet_key_material, parse_client_hello, verify_retry, InitialDecryptor, PacketType,
+    QuicError, RetryCheck,
 };
 
 fn hex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();
     assert!(s.len().is_multiple_of(2));
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
 const DCID: &str = "8394c8f03e515708";
@@ -150,21 +147,9 @@ struct Keys {
 
 fn check_keys(version: u32, k: &Keys) {
     let s = initial_secrets(version, &hex(DCID)).unwrap();
-    assert_eq!(
-        s.initial.to_vec(),
-        hex(k.initial),
-        "initial_secret {version:#x}"
-    );
-    assert_eq!(
-        s.client.to_vec(),
-        hex(k.client),
-        "client_initial_secret {version:#x}"
-    );
-    assert_eq!(
-        s.server.to_vec(),
-        hex(k.server),
-        "server_initial_secret {version:#x}"
-    );
+    assert_eq!(s.initial.to_vec(), hex(k.initial), "initial_secret {version:#x}");
+    assert_eq!(s.client.to_vec(), hex(k.client), "client_initial_secret {version:#x}");
+    assert_eq!(s.server.to_vec(), hex(k.server), "server_initial_secret {version:#x}");
     for (secret, kih) in [(&s.client, &k.client_kih), (&s.server, &k.server_kih)] {
         let m = packet_key_material(version, secret).unwrap();
         assert_eq!(m.key.to_vec(), hex(kih[0]));
@@ -248,18 +233,12 @@ fn check_client_initial(version: u32, packet: &str, header: &str) {
     assert!(!ch.truncated);
 
     // The server's keys cannot open it; one flipped bit anywhere breaks it.
-    assert_eq!(
-        d.open(h.bytes, false).unwrap_err(),
-        QuicError::DecryptFailed
-    );
+    assert_eq!(d.open(h.bytes, false).unwrap_err(), QuicError::DecryptFailed);
     for at in [0usize, 5, 17, 18, 30, 600, 1199] {
         let mut bad = pkt.clone();
         bad[at] ^= 0x01;
         let mut d = InitialDecryptor::new(version, &hex(DCID)).unwrap();
-        assert!(
-            d.open(&bad, true).is_err(),
-            "bit flipped at {at} went unnoticed"
-        );
+        assert!(d.open(&bad, true).is_err(), "bit flipped at {at} went unnoticed");
     }
 }
 
@@ -295,10 +274,7 @@ fn check_retry(version: u32, packet: &str) {
     assert_eq!(h.token, b"token");
     assert_eq!(h.scid, hex("f067a5502a4262b5").as_slice());
     assert_eq!(verify_retry(h.bytes, &hex(DCID)), Ok(RetryCheck::Valid));
-    assert_eq!(
-        verify_retry(h.bytes, &hex("8394c8f03e515709")),
-        Ok(RetryCheck::Invalid)
-    );
+    assert_eq!(verify_retry(h.bytes, &hex("8394c8f03e515709")), Ok(RetryCheck::Invalid));
     let mut bad = pkt.clone();
     bad[20] ^= 0x80;
     assert_eq!(verify_retry(&bad, &hex(DCID)), Ok(RetryCheck::Invalid));
@@ -338,13 +314,7 @@ fn rfc9369_a4_retry() {
 fn versions_do_not_mix() {
     let v1 = hex(V1_CLIENT_PACKET);
     let mut d = InitialDecryptor::new(0x6b3343cf, &hex(DCID)).unwrap();
-    assert_eq!(
-        d.open(&v1, true).unwrap_err(),
-        QuicError::VersionMismatch {
-            expected: 0x6b3343cf,
-            got: 1
-        }
-    );
+    assert_eq!(d.open(&v1, true).unwrap_err(), QuicError::VersionMismatch { expected: 0x6b3343cf, got: 1 });
     // v1 bytes relabelled as draft-29 use draft-29's salt: they do not open.
     let mut d29 = v1.clone();
     d29[1..5].copy_from_slice(&0xff00001du32.to_be_bytes());
@@ -366,14 +336,7 @@ fn seal(keys_version: u32, wire_version: u32, dcid: &[u8], pn: u64, frames: &[u8
 }
 
 /// As [`seal`], with the packet number sent on `pn_len` bytes (its low bytes).
-fn seal_pn(
-    keys_version: u32,
-    wire_version: u32,
-    dcid: &[u8],
-    pn: u64,
-    pn_len: usize,
-    frames: &[u8],
-) -> Vec<u8> {
+fn seal_pn(keys_version: u32, wire_version: u32, dcid: &[u8], pn: u64, pn_len: usize, frames: &[u8]) -> Vec<u8> {
     use aes::cipher::{BlockEncrypt, KeyInit};
     use aes_gcm::aead::AeadInPlace;
     let s = initial_secrets(keys_version, dcid).unwrap();
@@ -394,9 +357,7 @@ fn seal_pn(
         nonce[4 + i] ^= b;
     }
     let aead = aes_gcm::Aes128Gcm::new(&m.key.into());
-    let tag = aead
-        .encrypt_in_place_detached(&nonce.into(), &p, &mut payload)
-        .unwrap();
+    let tag = aead.encrypt_in_place_detached(&nonce.into(), &p, &mut payload).unwrap();
     p.extend(&payload);
     p.extend(tag.as_slice());
     let mut mask = [0u8; 16];
@@ -422,10 +383,7 @@ fn crypto_frame(offset: u64, data: &[u8]) -> Vec<u8> {
 #[test]
 fn seal_matches_rfc9001_a2() {
     // The helper itself, against the RFC: same packet byte for byte.
-    assert_eq!(
-        seal(1, 1, &hex(DCID), 2, &hex(CLIENT_CRYPTO_FRAME)),
-        hex(V1_CLIENT_PACKET)
-    );
+    assert_eq!(seal(1, 1, &hex(DCID), 2, &hex(CLIENT_CRYPTO_FRAME)), hex(V1_CLIENT_PACKET));
 }
 
 #[test]
@@ -434,18 +392,11 @@ fn greased_version_initials_open_with_draft29_or_v1_keys() {
     for keys in [0xff00001du32, 1] {
         let pkt = seal(keys, 0x1a2a3a4a, &hex(DCID), 0, &hello);
         let dg = quic::parse_datagram(&pkt, 0);
-        assert_eq!(
-            dg.packets[0].ty,
-            PacketType::Initial,
-            "a greased version reads as v1 when it parses"
-        );
+        assert_eq!(dg.packets[0].ty, PacketType::Initial, "a greased version reads as v1 when it parses");
         let mut d = InitialDecryptor::new(0x1a2a3a4a, &hex(DCID)).unwrap();
         let open = d.open(dg.packets[0].bytes, true).unwrap();
         let (_, data) = open.crypto_data().next().unwrap();
-        assert_eq!(
-            parse_client_hello(data).unwrap().sni.as_deref(),
-            Some("example.com")
-        );
+        assert_eq!(parse_client_hello(data).unwrap().sni.as_deref(), Some("example.com"));
     }
 }
 
@@ -487,30 +438,11 @@ fn packet_numbers_follow_the_largest_seen() {
         assert_eq!((open.packet_number, open.pn_len), (pn, 1));
         assert!(open.frames.ping);
     }
-    assert_eq!(
-        d.open(&seal_pn(1, 1, &dcid, 3, 1, &[0x01]), true)
-            .unwrap()
-            .packet_number,
-        3
-    );
-    assert_eq!(
-        d.open(&seal_pn(1, 1, &dcid, 0x1_2345, 2, &[0x01]), false)
-            .unwrap_err(),
-        QuicError::DecryptFailed
-    );
+    assert_eq!(d.open(&seal_pn(1, 1, &dcid, 3, 1, &[0x01]), true).unwrap().packet_number, 3);
+    assert_eq!(d.open(&seal_pn(1, 1, &dcid, 0x1_2345, 2, &[0x01]), false).unwrap_err(), QuicError::DecryptFailed);
     let mut d = InitialDecryptor::new(1, &dcid).unwrap();
-    assert_eq!(
-        d.open(&seal_pn(1, 1, &dcid, 0x1234_5678, 4, &[0x01]), true)
-            .unwrap()
-            .packet_number,
-        0x1234_5678
-    );
-    assert_eq!(
-        d.open(&seal_pn(1, 1, &dcid, 0x1234_5679, 2, &[0x01]), true)
-            .unwrap()
-            .packet_number,
-        0x1234_5679
-    );
+    assert_eq!(d.open(&seal_pn(1, 1, &dcid, 0x1234_5678, 4, &[0x01]), true).unwrap().packet_number, 0x1234_5678);
+    assert_eq!(d.open(&seal_pn(1, 1, &dcid, 0x1234_5679, 2, &[0x01]), true).unwrap().packet_number, 0x1234_5679);
 }
 
 #[test]
@@ -594,10 +526,7 @@ fn client_initial_after_a_retry_rekeys() {
     assert_eq!(d.current_dcid(), hex(DCID).as_slice());
     // Explicit switch on a Retry.
     let mut d = InitialDecryptor::new(1, &hex("0011223344556677")).unwrap();
-    assert_eq!(
-        d.open(&hex(V1_SERVER_PACKET), false).unwrap_err(),
-        QuicError::DecryptFailed
-    );
+    assert_eq!(d.open(&hex(V1_SERVER_PACKET), false).unwrap_err(), QuicError::DecryptFailed);
     d.on_retry(&hex(DCID)).unwrap();
     assert!(d.open(&hex(V1_SERVER_PACKET), false).is_ok());
 }

@@ -216,9 +216,40 @@ fn is_service_port(port: u16) -> bool {
     port < 1024
         || matches!(
             port,
-            1080 | 1194 | 1433 | 1521 | 1883 | 2049 | 3128 | 3306 | 3389 | 3544 | 4433 | 4789 | 5060
-                | 5061 | 5222 | 5228 | 5432 | 5671 | 5672 | 6379 | 6443 | 6667 | 8000 | 8008
-                | 8080 | 8081 | 8443 | 8883 | 8888 | 9000 | 9090 | 9092 | 9200 | 9443 | 11211
+            1080 | 1194
+                | 1433
+                | 1521
+                | 1883
+                | 2049
+                | 3128
+                | 3306
+                | 3389
+                | 3544
+                | 4433
+                | 4789
+                | 5060
+                | 5061
+                | 5222
+                | 5228
+                | 5432
+                | 5671
+                | 5672
+                | 6379
+                | 6443
+                | 6667
+                | 8000
+                | 8008
+                | 8080
+                | 8081
+                | 8443
+                | 8883
+                | 8888
+                | 9000
+                | 9090
+                | 9092
+                | 9200
+                | 9443
+                | 11211
                 | 27017
         )
 }
@@ -390,7 +421,7 @@ impl FlowTracker {
     /// retry of a reset handshake) and stays.
     fn is_port_reuse(&self, f: &Flow, p: &Packet<'_>) -> bool {
         let Some(t) = p.tcp() else { return false };
-        if !(t.has(TCP_SYN) && !t.has(TCP_ACK)) {
+        if !t.has(TCP_SYN) || t.has(TCP_ACK) {
             return false;
         }
         let sender = &f.dir[f.direction_of(p).index()];

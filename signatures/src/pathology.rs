@@ -89,7 +89,7 @@ impl Pathology {
 
     pub fn rtt(&mut self, rtt_ns: i64, bif: u32) {
         let stride = u64::from(self.pair_stride.max(1));
-        if self.pair_seen % stride == 0 {
+        if self.pair_seen.is_multiple_of(stride) {
             self.pairs.push((rtt_ns, bif));
             if self.pairs.len() >= MAX_PAIRS {
                 let mut i = 0;
@@ -162,7 +162,9 @@ impl Pathology {
         // Standing queue (filled by us or by others): the median RTT stays well above the
         // path's minimum.
         let standing = match (min_rtt, rtt_p(50.0)) {
-            (Some(m), Some(p50)) => m > 0 && p50 as f64 >= BLOAT_STANDING_RATIO * m as f64 && p50 - m >= BLOAT_EXCESS_NS,
+            (Some(m), Some(p50)) => {
+                m > 0 && p50 as f64 >= BLOAT_STANDING_RATIO * m as f64 && p50 - m >= BLOAT_EXCESS_NS
+            }
             _ => false,
         };
         // Self-inflicted: the RTT spreads and rises with our own bytes in flight.
@@ -303,7 +305,11 @@ struct Step {
 /// filling at the rate in bytes/s: how many losses met an empty bucket, and how many passes found
 /// it deeply in debt. The cap matters: idle time fills a real bucket only to its size. All rates
 /// are replayed together, for the reason given at `bursts_before`.
-fn replay(window: &[Step], rates: &[f64; RATE_STEPS], bursts: &[f64; RATE_STEPS]) -> ([u32; RATE_STEPS], [u32; RATE_STEPS]) {
+fn replay(
+    window: &[Step],
+    rates: &[f64; RATE_STEPS],
+    bursts: &[f64; RATE_STEPS],
+) -> ([u32; RATE_STEPS], [u32; RATE_STEPS]) {
     let mut tokens = [0.0f64; RATE_STEPS];
     let (mut loss_empty, mut pass_empty) = ([0u32; RATE_STEPS], [0u32; RATE_STEPS]);
     for t in window {
@@ -471,8 +477,10 @@ mod tests {
         }
         assert!(!p.finish(0, Some(41 * ms), &|_| Some(42 * ms)).bufferbloat);
         let mut q = Pathology::default();
-        let jitter = [338, 392, 425, 426, 426, 426, 450, 450, 451, 451, 451, 349, 349, 395, 395, 353, 422, 422,
-                      432, 432, 432, 432, 432, 432, 432, 433, 345, 393, 394, 430, 430, 430, 430, 430, 430, 394, 401];
+        let jitter = [
+            338, 392, 425, 426, 426, 426, 450, 450, 451, 451, 451, 349, 349, 395, 395, 353, 422, 422, 432, 432, 432,
+            432, 432, 432, 432, 433, 345, 393, 394, 430, 430, 430, 430, 430, 430, 394, 401,
+        ];
         for (i, r) in jitter.iter().enumerate() {
             q.rtt(r * ms, (i as u32 % 5) * 1448);
         }

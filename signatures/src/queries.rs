@@ -208,7 +208,13 @@ impl QueryTracker {
     /// Flow-level verdicts, once the flow ended (after `close`): a policed flow's losses of server
     /// data were the policer's; a bloated flow's queries are charged the queue they met (their
     /// response's first RTT sample above the path's minimum; the first query also its handshake's).
-    pub fn flow_verdicts(&mut self, policed: bool, bufferbloat: bool, base_rtt_ns: Option<i64>, handshake_rtt_ns: Option<i64>) {
+    pub fn flow_verdicts(
+        &mut self,
+        policed: bool,
+        bufferbloat: bool,
+        base_rtt_ns: Option<i64>,
+        handshake_rtt_ns: Option<i64>,
+    ) {
         for q in self.done.iter_mut() {
             if policed {
                 for (item, loss) in q.charges.items.iter_mut().zip(&q.charges.server_loss) {

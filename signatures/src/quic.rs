@@ -85,9 +85,7 @@ impl QuicState {
                     self.scid[dir] = p.scid.to_vec();
                 }
             }
-            if dir == 1
-                && matches!(p.ty, PacketType::Initial | PacketType::Retry | PacketType::VersionNegotiation)
-            {
+            if dir == 1 && matches!(p.ty, PacketType::Initial | PacketType::Retry | PacketType::VersionNegotiation) {
                 self.server_answer();
             }
             match p.ty {
@@ -325,9 +323,8 @@ mod tests {
         for (i, b) in pn.to_be_bytes().iter().enumerate() {
             nonce[4 + i] ^= b;
         }
-        let tag = aes_gcm::Aes128Gcm::new(&m.key.into())
-            .encrypt_in_place_detached(&nonce.into(), &p, &mut payload)
-            .unwrap();
+        let tag =
+            aes_gcm::Aes128Gcm::new(&m.key.into()).encrypt_in_place_detached(&nonce.into(), &p, &mut payload).unwrap();
         p.extend(&payload);
         p.extend(tag.as_slice());
         let mut block = [0u8; 16];

@@ -165,7 +165,14 @@ impl KeyedQuic {
         if open.rekeyed && dir == 0 {
             self.crypto[0] = CryptoReassembler::default();
         }
-        self.early_packet(0, dir, ts_ns, open.packet_number, &open.frames.acks, !open.frames.crypto.is_empty() || open.frames.ping);
+        self.early_packet(
+            0,
+            dir,
+            ts_ns,
+            open.packet_number,
+            &open.frames.acks,
+            !open.frames.crypto.is_empty() || open.frames.ping,
+        );
         if self.status != KeyStatus::Pending {
             return;
         }
@@ -255,7 +262,8 @@ impl KeyedQuic {
         let send_time = if dir == 0 { ts - half } else { ts };
         let peer = 1 - dir;
         let recv_time = if peer == 0 { ts + half } else { ts };
-        let streams: Vec<(u64, u64, u64)> = frames.streams.iter().map(|s| (s.stream_id, s.offset, s.len as u64)).collect();
+        let streams: Vec<(u64, u64, u64)> =
+            frames.streams.iter().map(|s| (s.stream_id, s.offset, s.len as u64)).collect();
         let probing = frames.ack_eliciting && (streams.is_empty() || self.senders[dir].would_resend(&streams));
         let f = self.senders[dir].poll(send_time, &self.rtt, probing);
         self.findings(dir, f);

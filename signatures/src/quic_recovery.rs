@@ -184,7 +184,12 @@ impl Sender {
             }
             let end = off + len;
             let original = self.streams.get(&id).and_then(|segs| {
-                segs.range(..end).rev().filter(|(s, (e, _))| **s < end && *e > off).map(|(_, (_, p))| *p).filter(|&p| p != pn).max()
+                segs.range(..end)
+                    .rev()
+                    .filter(|(s, (e, _))| **s < end && *e > off)
+                    .map(|(_, (_, p))| *p)
+                    .filter(|&p| p != pn)
+                    .max()
             });
             let high = self.stream_end.get(&id).copied().unwrap_or(0);
             let hole_fill = original.is_none() && off < high && !behind;
@@ -350,7 +355,12 @@ mod tests {
     }
 
     fn lost(f: &[Finding]) -> Vec<(u64, LossCause)> {
-        f.iter().filter_map(|x| match x { Finding::Lost { pn, cause, .. } => Some((*pn, *cause)), _ => None }).collect()
+        f.iter()
+            .filter_map(|x| match x {
+                Finding::Lost { pn, cause, .. } => Some((*pn, *cause)),
+                _ => None,
+            })
+            .collect()
     }
 
     #[test]
@@ -365,7 +375,14 @@ mod tests {
         assert_eq!(lost(&f), vec![(1, LossCause::PacketThreshold)]);
         assert!(f.contains(&Finding::RttSample(50 * MS)));
         let f = s.on_sent(56 * MS, 6, true, &[(0, 1000, 1000)]);
-        assert_eq!(f, vec![Finding::Retransmission { original: Some(1), cause: Some(LossCause::PacketThreshold), delay_ns: Some(55 * MS) }]);
+        assert_eq!(
+            f,
+            vec![Finding::Retransmission {
+                original: Some(1),
+                cause: Some(LossCause::PacketThreshold),
+                delay_ns: Some(55 * MS)
+            }]
+        );
         // The original arrives after all: the re-send was spurious.
         let f = s.on_ack(60 * MS, &ack(&[(1, 1)]), &mut rtt, true);
         assert_eq!(f, vec![Finding::Spurious { original: 1, retx: Some(6) }]);
@@ -415,7 +432,10 @@ mod tests {
         let f = s.poll(170 * MS, &rtt, false);
         assert!(f.is_empty(), "a timer is only taken as expired at its deadline");
         let f = s.poll(170 * MS, &rtt, true);
-        assert_eq!(f, vec![Finding::Lost { pn: 1, cause: LossCause::Pto, at_ns: 170 * MS, sent_ns: 50 * MS, seen: true }]);
+        assert_eq!(
+            f,
+            vec![Finding::Lost { pn: 1, cause: LossCause::Pto, at_ns: 170 * MS, sent_ns: 50 * MS, seen: true }]
+        );
     }
 
     #[test]
@@ -425,10 +445,16 @@ mod tests {
         s.on_sent(0, 0, true, &[(0, 0, 100)]);
         s.on_sent(MS, 4, true, &[(0, 200, 100)]); // 1..=3 never seen
         let f = s.on_ack(50 * MS, &ack(&[(4, 4), (0, 0)]), &mut rtt, false);
-        assert_eq!(lost(&f), vec![(1, LossCause::PacketThreshold), (2, LossCause::TimeThreshold), (3, LossCause::TimeThreshold)]);
+        assert_eq!(
+            lost(&f),
+            vec![(1, LossCause::PacketThreshold), (2, LossCause::TimeThreshold), (3, LossCause::TimeThreshold)]
+        );
         // The hole 100..200 filled by a new packet: a re-send of what 3 (the latest lost) carried.
         let f = s.on_sent(51 * MS, 5, true, &[(0, 100, 100)]);
-        assert!(matches!(f[0], Finding::Retransmission { original: Some(3), cause: Some(LossCause::TimeThreshold), .. }));
+        assert!(matches!(
+            f[0],
+            Finding::Retransmission { original: Some(3), cause: Some(LossCause::TimeThreshold), .. }
+        ));
         // 2 arrives late: reordered before the vantage point, not a re-send.
         let f = s.on_sent(52 * MS, 2, false, &[]);
         assert_eq!(f, vec![Finding::OutOfOrder { largest: 5 }]);

@@ -59,7 +59,7 @@ impl Samples {
         self.min = Some(self.min.map_or(r, |m| m.min(r)));
         self.max = Some(self.max.map_or(r, |m| m.max(r)));
         let stride = u64::from(self.stride.max(1));
-        if self.seen % stride == 0 {
+        if self.seen.is_multiple_of(stride) {
             self.kept.push(r);
             if self.kept.len() >= MAX_KEPT {
                 let mut i = 0;

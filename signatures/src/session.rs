@@ -11,12 +11,12 @@ use tailscope_parsers::{Compression, SkipCounts};
 
 use crate::flow::{Direction, FlowConfig, FlowTracker};
 use crate::queries::Query;
+use crate::quic;
+use crate::quic_keyed::{KeyedQuic, Keys, Outcome};
 use crate::tables::{
     events_batch, flows_batch, queries_batch, queries_of_flows, query_flows_batch, EventRow, PacketColumns, PacketRow,
     QueryFlow,
 };
-use crate::quic;
-use crate::quic_keyed::{KeyedQuic, Keys, Outcome};
 use crate::tags;
 use crate::tcp::PacketIn;
 
@@ -37,10 +37,7 @@ pub struct SessionConfig {
 
 impl Default for SessionConfig {
     fn default() -> Self {
-        SessionConfig {
-            flow: FlowConfig::default(),
-            batch_rows: 65_536,
-        }
+        SessionConfig { flow: FlowConfig::default(), batch_rows: 65_536 }
     }
 }
 
@@ -194,17 +191,9 @@ impl Session {
 
     fn attach(&mut self, reader: CaptureReader, label: &str) -> FileCursor {
         self.files.push(label.to_string());
-        let stats = FileStats {
-            format: reader.format.name(),
-            compression: reader.compression.name(),
-            ..FileStats::default()
-        };
-        FileCursor {
-            reader,
-            file_index: (self.files.len() - 1) as u32,
-            stats,
-            done: false,
-        }
+        let stats =
+            FileStats { format: reader.format.name(), compression: reader.compression.name(), ..FileStats::default() };
+        FileCursor { reader, file_index: (self.files.len() - 1) as u32, stats, done: false }
     }
 
     /// Is some output batch full, so that it must be drained before more packets come in?
@@ -266,7 +255,14 @@ impl Session {
             let peer_window_shift = f.window_shift(a.direction.other());
             let dir = a.direction.index();
             f.tcp.as_mut().map(|state| {
-                state.analyze(&PacketIn { dir, ts_ns: p.ts_ns, tcp: t, seglen: p.payload_len, ip_id: p.ip_id, peer_window_shift })
+                state.analyze(&PacketIn {
+                    dir,
+                    ts_ns: p.ts_ns,
+                    tcp: t,
+                    seglen: p.payload_len,
+                    ip_id: p.ip_id,
+                    peer_window_shift,
+                })
             })
         });
         let quic_tags = self.observe_application(p, &a);
@@ -329,7 +325,14 @@ impl Session {
             self.note_events(&row, row.tags, row.retx_delay_ns, p.tcp().map(|t| t.seq).or(pn));
         }
         for e in keyed.into_iter().flat_map(|o| o.events) {
-            self.events.push(EventRow { c2s: e.c2s, signature: e.signature, cause: e.cause, delay_ns: e.delay_ns, seq: Some(e.pn as u32), ..EventRow::of(&row) });
+            self.events.push(EventRow {
+                c2s: e.c2s,
+                signature: e.signature,
+                cause: e.cause,
+                delay_ns: e.delay_ns,
+                seq: Some(e.pn as u32),
+                ..EventRow::of(&row)
+            });
         }
         self.packets.push(row);
     }
@@ -399,7 +402,8 @@ impl Session {
     /// waits in the batch, give it the cause it turned out to have (and drop its tail-loss event).
     /// A row already written keeps the judgement made when its packet passed.
     fn relabel_spurious(&mut self, flow_id: i64, c2s: bool, seq: u32) {
-        let cause_bits = tags::RETX_RTO | tags::RETX_FAST | tags::RETX_TLP | tags::RETX_NETWORK_DUPLICATE | tags::RETX_UNKNOWN;
+        let cause_bits =
+            tags::RETX_RTO | tags::RETX_FAST | tags::RETX_TLP | tags::RETX_NETWORK_DUPLICATE | tags::RETX_UNKNOWN;
         let (row_floor, event_floor) = self.relabel_floor;
         let Some(i) = self.packets.find_last(row_floor, flow_id, c2s, seq, cause_bits) else {
             return;
@@ -469,7 +473,8 @@ impl Session {
         };
         let flows_due = !self.tracker.finished.is_empty() && (force || self.tracker.finished.len() >= FLOWS_PER_BATCH);
         // Queries of open flows go with the next queries batch, or alone once they fill one.
-        let live_due = !self.queries.is_empty() && (force || flows_due || self.queries.len() >= self.query_batch_rows());
+        let live_due =
+            !self.queries.is_empty() && (force || flows_due || self.queries.len() >= self.query_batch_rows());
         let live = if live_due { std::mem::take(&mut self.queries) } else { Vec::new() };
         let query_flows = if live_due {
             let b = query_flows_batch(&self.query_flows, &self.capture_id);
@@ -480,7 +485,8 @@ impl Session {
         };
         let live_rows = live.iter().map(|(id, q)| (*id, q));
         let (flows, queries) = if flows_due {
-            let b = flows_batch(&self.tracker.finished, &self.capture_id, &self.files, self.config.flow.community_id_seed);
+            let b =
+                flows_batch(&self.tracker.finished, &self.capture_id, &self.files, self.config.flow.community_id_seed);
             let q = queries_batch(live_rows.chain(queries_of_flows(&self.tracker.finished)), &self.capture_id);
             self.tracker.finished.clear();
             (Some(b), q)

@@ -13,9 +13,9 @@ use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, OffsetBuffe
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 
 use crate::flow::Flow;
-use crate::tags;
 use crate::quic::QuicState;
 use crate::quic_keyed::{KeyStatus, KeyedQuic};
+use crate::tags;
 use crate::tcp::TcpFlowStats;
 
 /// Bumped on every deliberate change of a table's columns or their meaning.
@@ -26,10 +26,7 @@ fn ts_type() -> DataType {
 }
 
 fn sack_fields() -> Fields {
-    Fields::from(vec![
-        Field::new("left", DataType::UInt32, false),
-        Field::new("right", DataType::UInt32, false),
-    ])
+    Fields::from(vec![Field::new("left", DataType::UInt32, false), Field::new("right", DataType::UInt32, false)])
 }
 
 pub fn packet_schema() -> SchemaRef {
@@ -122,11 +119,7 @@ pub fn flow_schema() -> SchemaRef {
     }
     fields.push(Field::new("rtt_inflight_corr", DataType::Float64, true));
     fields.push(Field::new("policing_rate_bps", DataType::Float64, true));
-    fields.push(Field::new(
-        "signatures",
-        DataType::List(Arc::new(Field::new("item", DataType::Utf8, false))),
-        false,
-    ));
+    fields.push(Field::new("signatures", DataType::List(Arc::new(Field::new("item", DataType::Utf8, false))), false));
     fields.extend([
         Field::new("first_file", DataType::Utf8, false),
         Field::new("last_file", DataType::Utf8, false),
@@ -831,7 +824,8 @@ impl PacketColumns {
         let sack = {
             let left = UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.sack_left)), None);
             let right = UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.sack_right)), None);
-            let items = arrow_array::StructArray::new(sack_fields(), vec![Arc::new(left) as ArrayRef, Arc::new(right)], None);
+            let items =
+                arrow_array::StructArray::new(sack_fields(), vec![Arc::new(left) as ArrayRef, Arc::new(right)], None);
             let lists = OffsetBuffer::<i32>::from_lengths(self.sack_count.iter().map(|&c| usize::from(c)));
             self.sack_count = Vec::new();
             let is_tcp = std::mem::take(&mut self.is_tcp);
@@ -844,9 +838,14 @@ impl PacketColumns {
         let retx_cause = names_column(n, &tags::CAUSES.map(|(_, name)| name), |i| tags::cause_index(tags[i]));
         let columns: Vec<ArrayRef> = vec![
             Arc::new(capture_id),
-            Arc::new(names_column(n, &files.iter().map(String::as_str).collect::<Vec<_>>(), |i| Some(file_index[i] as usize))),
+            Arc::new(names_column(n, &files.iter().map(String::as_str).collect::<Vec<_>>(), |i| {
+                Some(file_index[i] as usize)
+            })),
             Arc::new(UInt64Array::new(ScalarBuffer::from(std::mem::take(&mut self.frame)), None)),
-            Arc::new(TimestampNanosecondArray::new(ScalarBuffer::from(std::mem::take(&mut self.ts_ns)), None).with_timezone("UTC")),
+            Arc::new(
+                TimestampNanosecondArray::new(ScalarBuffer::from(std::mem::take(&mut self.ts_ns)), None)
+                    .with_timezone("UTC"),
+            ),
             Arc::new(Int64Array::new(ScalarBuffer::from(std::mem::take(&mut self.flow_id)), None)),
             Arc::new(names_column(n, &["c2s", "s2c"], |i| Some(usize::from(!c2s[i])))),
             Arc::new(UInt8Array::new(ScalarBuffer::from(std::mem::take(&mut self.ip_proto)), None)),
@@ -888,7 +887,8 @@ pub fn flows_batch(flows: &[Flow], capture_id: &str, files: &[String], cid_seed:
     let n = flows.len();
     let u64s = |f: &dyn Fn(&Flow) -> u64| -> ArrayRef { Arc::new(UInt64Array::from_iter_values(flows.iter().map(f))) };
     let u32s = |f: &dyn Fn(&Flow) -> u32| -> ArrayRef { Arc::new(UInt32Array::from_iter_values(flows.iter().map(f))) };
-    let strs = |f: &dyn Fn(&Flow) -> String| -> ArrayRef { Arc::new(StringArray::from_iter_values(flows.iter().map(f))) };
+    let strs =
+        |f: &dyn Fn(&Flow) -> String| -> ArrayRef { Arc::new(StringArray::from_iter_values(flows.iter().map(f))) };
     let mut columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from_iter_values(std::iter::repeat_n(capture_id, n))),
         Arc::new(Int64Array::from_iter_values(flows.iter().map(|f| f.flow_id))),
@@ -927,10 +927,15 @@ pub fn flows_batch(flows: &[Flow], capture_id: &str, files: &[String], cid_seed:
     }
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| f.sni.clone()))));
-    columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| (!f.alpn.is_empty()).then(|| f.alpn.join(","))))));
+    columns
+        .push(Arc::new(StringArray::from_iter(flows.iter().map(|f| (!f.alpn.is_empty()).then(|| f.alpn.join(","))))));
     columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| quic_of(f).and_then(|q| q.version_label())))));
-    columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| quic_of(f).filter(|q| !q.ocid.is_empty()).map(|q| hex(&q.ocid))))));
-    columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| quic_of(f).map(|q| q.handshake_outcome(f.dir[1].packets))))));
+    columns.push(Arc::new(StringArray::from_iter(
+        flows.iter().map(|f| quic_of(f).filter(|q| !q.ocid.is_empty()).map(|q| hex(&q.ocid))),
+    )));
+    columns.push(Arc::new(StringArray::from_iter(
+        flows.iter().map(|f| quic_of(f).map(|q| q.handshake_outcome(f.dir[1].packets))),
+    )));
     columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| quic_of(f).map(|q| q.spin_state())))));
     let qi = |g: &dyn Fn(&QuicState) -> Option<i64>| -> ArrayRef {
         Arc::new(Int64Array::from_iter(flows.iter().map(|f| quic_of(f).and_then(g))))
@@ -950,8 +955,12 @@ pub fn flows_batch(flows: &[Flow], capture_id: &str, files: &[String], cid_seed:
     for (_, value) in KEYED_FLOW_COLUMNS {
         columns.push(Arc::new(Int64Array::from_iter(flows.iter().map(|f| keyed_of(f).and_then(value)))));
     }
-    columns.push(Arc::new(Float64Array::from_iter(flows.iter().map(|f| f.tcp.as_ref().and_then(|t| t.verdicts.rtt_inflight_corr)))));
-    columns.push(Arc::new(Float64Array::from_iter(flows.iter().map(|f| f.tcp.as_ref().and_then(|t| t.verdicts.policing_rate_bps)))));
+    columns.push(Arc::new(Float64Array::from_iter(
+        flows.iter().map(|f| f.tcp.as_ref().and_then(|t| t.verdicts.rtt_inflight_corr)),
+    )));
+    columns.push(Arc::new(Float64Array::from_iter(
+        flows.iter().map(|f| f.tcp.as_ref().and_then(|t| t.verdicts.policing_rate_bps)),
+    )));
     columns.push(string_lists(flows.iter().map(flow_signatures)));
     columns.push(strs(&|f| files[f.first_file as usize].clone()));
     columns.push(strs(&|f| files[f.last_file as usize].clone()));
@@ -1034,15 +1043,22 @@ pub fn queries_of_flows(flows: &[Flow]) -> impl Iterator<Item = (i64, &crate::qu
 }
 
 /// One queries row per (flow id, query).
-pub fn queries_batch<'a>(rows: impl Iterator<Item = (i64, &'a crate::queries::Query)>, capture_id: &str) -> Option<RecordBatch> {
+pub fn queries_batch<'a>(
+    rows: impl Iterator<Item = (i64, &'a crate::queries::Query)>,
+    capture_id: &str,
+) -> Option<RecordBatch> {
     let qs: Vec<(i64, &crate::queries::Query)> = rows.collect();
     if qs.is_empty() {
         return None;
     }
     let n = qs.len();
-    let ts = |v: Vec<Option<i64>>| -> ArrayRef { Arc::new(TimestampNanosecondArray::from_iter(v).with_timezone("UTC")) };
+    let ts =
+        |v: Vec<Option<i64>>| -> ArrayRef { Arc::new(TimestampNanosecondArray::from_iter(v).with_timezone("UTC")) };
     let mut delays = ListBuilder::new(StructBuilder::from_fields(
-        Fields::from(vec![Field::new("signature", DataType::Utf8, false), Field::new("delay_ns", DataType::Int64, false)]),
+        Fields::from(vec![
+            Field::new("signature", DataType::Utf8, false),
+            Field::new("delay_ns", DataType::Int64, false),
+        ]),
         n,
     ))
     .with_field(Arc::new(Field::new(
@@ -1087,7 +1103,9 @@ pub fn queries_batch<'a>(rows: impl Iterator<Item = (i64, &'a crate::queries::Qu
         Arc::new(UInt64Array::from_iter_values(qs.iter().map(|(_, q)| q.retransmissions))),
         string_lists(qs.iter().map(|(_, q)| sigs(q))),
         Arc::new(delays.finish()),
-        Arc::new(Int64Array::from_iter_values(qs.iter().map(|(_, q)| q.charges.items.iter().fold(0i64, |sum, (_, d)| sum.saturating_add(*d))))),
+        Arc::new(Int64Array::from_iter_values(
+            qs.iter().map(|(_, q)| q.charges.items.iter().fold(0i64, |sum, (_, d)| sum.saturating_add(*d))),
+        )),
     ];
     Some(RecordBatch::try_new(query_schema(), columns).expect("query columns match the schema"))
 }
@@ -1102,7 +1120,8 @@ mod tests {
     /// `packets_batch` must equal.
     fn reference(rows: &[PacketRow], capture_id: &str, files: &[String]) -> Vec<ArrayRef> {
         let lists = |items: Vec<Vec<&str>>| -> ArrayRef {
-            let mut b = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new("item", DataType::Utf8, false)));
+            let mut b =
+                ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new("item", DataType::Utf8, false)));
             for v in items {
                 for s in v {
                     b.values().append_value(s);
@@ -1194,8 +1213,18 @@ mod tests {
         for rows in [&rows[..], &rows[..0], &rows[..1], &rows[7..8]] {
             let batch = packets_batch(rows, "cap", &files);
             let names = [
-                "capture_id", "file", "direction", "seq", "rel_ack", "flags", "tsecr", "encap", "tag_names", "retx_cause",
-                "rtt_ns", "sack",
+                "capture_id",
+                "file",
+                "direction",
+                "seq",
+                "rel_ack",
+                "flags",
+                "tsecr",
+                "encap",
+                "tag_names",
+                "retx_cause",
+                "rtt_ns",
+                "sack",
             ];
             for (name, want) in names.iter().zip(reference(rows, "cap", &files)) {
                 let got = batch.column_by_name(name).unwrap();

@@ -330,9 +330,19 @@ impl TcpState {
             }
             // Keep-alive ACK and zero-window-probe ACK end the forward checks (Wireshark's
             // `goto finished_fwd`), so they are never also duplicate ACKs.
-            if seglen == 0 && window != 0 && window == fwd.window && same_seq_ack && rev.lastsegmentflags & KEEP_ALIVE != 0 {
+            if seglen == 0
+                && window != 0
+                && window == fwd.window
+                && same_seq_ack
+                && rev.lastsegmentflags & KEEP_ALIVE != 0
+            {
                 ta |= KEEP_ALIVE_ACK;
-            } else if seglen == 0 && window == 0 && window == fwd.window && same_seq_ack && rev.lastsegmentflags & ZERO_WINDOW_PROBE != 0 {
+            } else if seglen == 0
+                && window == 0
+                && window == fwd.window
+                && same_seq_ack
+                && rev.lastsegmentflags & ZERO_WINDOW_PROBE != 0
+            {
                 ta |= ZERO_WINDOW_PROBE_ACK;
             } else if seglen == 0 && window != 0 && window == fwd.window && same_seq_ack {
                 fwd.dupacknum = if fwd.dupacknum == -1 { 1 } else { fwd.dupacknum + 1 };
@@ -365,7 +375,11 @@ impl TcpState {
                 let ooo_thres = if self.first_rtt_ns > 0 { self.first_rtt_ns } else { OOO_DEFAULT_NS };
                 let next_of_this = seq.wrapping_add(seglen).wrapping_add(u32::from(syn_fin));
                 // tshark 4.0 lets a fast retransmission take precedence over out-of-order.
-                if not_advanced && rev.dupacknum >= 2 && rev.lastack == seq && now - rev.lastack_ts < FAST_RETX_WINDOW_NS {
+                if not_advanced
+                    && rev.dupacknum >= 2
+                    && rev.lastack == seq
+                    && now - rev.lastack_ts < FAST_RETX_WINDOW_NS
+                {
                     ta |= FAST_RETRANSMISSION | RETRANSMISSION;
                 } else if not_advanced && now - fwd.nextseq_ts < ooo_thres && fwd.nextseq != next_of_this {
                     ta |= OUT_OF_ORDER;
@@ -441,7 +455,8 @@ impl TcpState {
         }
         let mut out = Analysis::default();
         if is_retx {
-            let original = fwd.segments.iter().find(|u| u.seq == seq || (le(u.seq, seq) && lt(seq, u.nextseq))).copied();
+            let original =
+                fwd.segments.iter().find(|u| u.seq == seq || (le(u.seq, seq) && lt(seq, u.nextseq))).copied();
             // Bytes the capture never saw (lost before it) were first sent before the segment
             // that showed their hole: the hole's age is what the loss cost at least.
             let unseen_since = hole_age.map(|age| now - age).or(fwd.last_send_ts).unwrap_or(now);
@@ -480,7 +495,9 @@ impl TcpState {
                 // tcp_enter_loss sets high_seq = snd_nxt, and retransmits in loss state until
                 // that is acknowledged, however far fast recovery had got. Resends that only
                 // inherit an RTO episode's cause keep its point.
-                (Some(RecoveryKind::Rto), Some((prev, _))) if prev != RecoveryKind::Rto || timer_fired(fwd, rev, now).0 => {
+                (Some(RecoveryKind::Rto), Some((prev, _)))
+                    if prev != RecoveryKind::Rto || timer_fired(fwd, rev, now).0 =>
+                {
                     fwd.recovery = Some((RecoveryKind::Rto, fwd.high));
                 }
                 (Some(k), None) => {
@@ -488,7 +505,9 @@ impl TcpState {
                     fwd.recovery_since = Some(now);
                 }
                 // After a probe, the fast recovery that follows takes the episode over.
-                (Some(RecoveryKind::Fast), Some((RecoveryKind::Tlp, point))) => fwd.recovery = Some((RecoveryKind::Fast, point)),
+                (Some(RecoveryKind::Fast), Some((RecoveryKind::Tlp, point))) => {
+                    fwd.recovery = Some((RecoveryKind::Fast, point))
+                }
                 _ => {}
             }
             record_retx(&mut self.stats, &mut self.retx_run, pk.dir, seq, seglen, ta, now - first_ts);
@@ -789,7 +808,11 @@ impl TcpState {
         if flags & (TCP_SYN | TCP_ACK) == TCP_SYN && pk.dir == 0 {
             self.queries.syn(now);
         }
-        let new_data = if out.retx_delay_ns.is_none() && ta & (KEEP_ALIVE | ZERO_WINDOW_PROBE | BAD_SEQ) == 0 { seglen } else { 0 };
+        let new_data = if out.retx_delay_ns.is_none() && ta & (KEEP_ALIVE | ZERO_WINDOW_PROBE | BAD_SEQ) == 0 {
+            seglen
+        } else {
+            0
+        };
         self.queries.observe(&Seen {
             c2s: pk.dir == 0,
             ts_ns: now,
@@ -1002,7 +1025,15 @@ fn unspurious_stats(s: &mut TcpFlowStats, tags: u32, delay: i64) {
     }
 }
 
-fn record_retx(s: &mut TcpFlowStats, retx_run: &mut Option<(u32, u32)>, dir: usize, seq: u32, seglen: u32, ta: u32, delay: i64) {
+fn record_retx(
+    s: &mut TcpFlowStats,
+    retx_run: &mut Option<(u32, u32)>,
+    dir: usize,
+    seq: u32,
+    seglen: u32,
+    ta: u32,
+    delay: i64,
+) {
     if seglen > 0 {
         s.retx_packets[dir] += 1;
         s.retx_bytes[dir] += u64::from(seglen);
@@ -1028,7 +1059,6 @@ fn record_retx(s: &mut TcpFlowStats, retx_run: &mut Option<(u32, u32)>, dir: usi
     *retx_run = Some((seq, run));
     s.max_retx_per_segment = s.max_retx_per_segment.max(run);
 }
-
 
 /// The cause of one retransmission (exactly one RETX_* bit).
 #[allow(clippy::too_many_arguments)]
@@ -1124,7 +1154,17 @@ mod tests {
     /// One packet through the analysis: (direction 0 = c2s, time in ms, seq, ack, flags, payload
     /// length, raw window, IPv4 ID).
     #[allow(clippy::too_many_arguments)]
-    fn feed(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, flags: u16, len: u32, window: u16, ip_id: Option<u32>) -> Analysis {
+    fn feed(
+        st: &mut TcpState,
+        dir: usize,
+        ms: i64,
+        seq: u32,
+        ack: u32,
+        flags: u16,
+        len: u32,
+        window: u16,
+        ip_id: Option<u32>,
+    ) -> Analysis {
         let tcp = TcpInfo { seq, ack, flags, window, header_len: 20, ..TcpInfo::default() };
         st.analyze(&PacketIn { dir, ts_ns: ms * MS, tcp: &tcp, seglen: len, ip_id, peer_window_shift: None })
     }
@@ -1263,7 +1303,14 @@ mod tests {
         let mut st = TcpState::default();
         let at = |st: &mut TcpState, dir: usize, t_us: i64, seq: u32, ack: u32, flags: u16, len: u32| {
             let tcp = TcpInfo { seq, ack, flags, window: 8192, header_len: 20, ..TcpInfo::default() };
-            st.analyze(&PacketIn { dir, ts_ns: t_us * 1_000, tcp: &tcp, seglen: len, ip_id: None, peer_window_shift: None })
+            st.analyze(&PacketIn {
+                dir,
+                ts_ns: t_us * 1_000,
+                tcp: &tcp,
+                seglen: len,
+                ip_id: None,
+                peer_window_shift: None,
+            })
         };
         at(&mut st, 0, 0, c, 0, TCP_SYN, 0);
         at(&mut st, 1, 12, s, c + 1, TCP_SYN | A, 0);

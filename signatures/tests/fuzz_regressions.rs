@@ -75,11 +75,8 @@ fn rtt_estimator_with_huge_samples() {
         assert!(e.srtt().unwrap() >= 0 && e.rto() >= 0, "{r}");
     }
     let (c, s) = (1000u32, 5000u32);
-    let mut recs = vec![
-        (0, tcp(true, c, 0, 0x02, 0)),
-        (0, tcp(false, s, c + 1, 0x12, 0)),
-        (0, tcp(true, c + 1, s + 1, 0x10, 0)),
-    ];
+    let mut recs =
+        vec![(0, tcp(true, c, 0, 0x02, 0)), (0, tcp(false, s, c + 1, 0x12, 0)), (0, tcp(true, c + 1, s + 1, 0x10, 0))];
     let mut seq = s + 1;
     for i in 0..4u32 {
         recs.push((i, tcp(false, seq, c + 1, 0x18, 100)));

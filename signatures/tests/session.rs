@@ -12,7 +12,8 @@ use common::{pcap, segment, tcp};
 #[test]
 fn ts_backwards_counts_steps_back_from_the_previous_frame() {
     let times = [0u64, 1_000_000, 1_000, 2_000, 3_000, 500];
-    let records: Vec<(u64, Vec<u8>)> = times.iter().enumerate().map(|(i, &t)| (t, tcp(true, 1000 + i as u32, 0, 0x10, 0))).collect();
+    let records: Vec<(u64, Vec<u8>)> =
+        times.iter().enumerate().map(|(i, &t)| (t, tcp(true, 1000 + i as u32, 0, 0x10, 0))).collect();
     let mut s = Session::new(SessionConfig::default(), "t");
     let mut cur = s.open_bytes(pcap(&records), "t").expect("a capture");
     while !cur.done {
@@ -27,7 +28,11 @@ fn ts_backwards_counts_steps_back_from_the_previous_frame() {
 /// never closed.
 fn chatty(n: u32, rtt_us: u64) -> Vec<(u64, Vec<u8>)> {
     let (mut c, mut s, mut t) = (1000u32, 5000u32, 0u64);
-    let mut out = vec![(t, tcp(true, c, 0, 0x02, 0)), (t + 10, tcp(false, s, c + 1, 0x12, 0)), (t + 20, tcp(true, c + 1, s + 1, 0x10, 0))];
+    let mut out = vec![
+        (t, tcp(true, c, 0, 0x02, 0)),
+        (t + 10, tcp(false, s, c + 1, 0x12, 0)),
+        (t + 20, tcp(true, c + 1, s + 1, 0x10, 0)),
+    ];
     (c, s, t) = (c + 1, s + 1, 1_000);
     for _ in 0..n {
         out.push((t, tcp(true, c, s, 0x18, 100)));
@@ -132,7 +137,10 @@ fn retx_causes(packets: &arrow_array::RecordBatch) -> Vec<(u64, String)> {
     let cause = cause.as_any().downcast_ref::<arrow_array::StringArray>().expect("utf8");
     let frame = packets.column_by_name("frame").expect("frame");
     let frame = frame.as_any().downcast_ref::<arrow_array::UInt64Array>().expect("u64 frames");
-    (0..packets.num_rows()).filter(|&i| cause.is_valid(i)).map(|i| (frame.value(i), cause.value(i).to_string())).collect()
+    (0..packets.num_rows())
+        .filter(|&i| cause.is_valid(i))
+        .map(|i| (frame.value(i), cause.value(i).to_string()))
+        .collect()
 }
 
 /// A timeout inside fast recovery starts Linux's loss state, which lasts until everything sent
@@ -218,7 +226,8 @@ fn a_dsack_relabels_a_resend_anywhere_in_the_pending_batch() {
         let sig = sig.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
         let ev_cause = events.column_by_name("cause").unwrap();
         let ev_cause = ev_cause.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
-        let evs: Vec<(&str, Option<&str>)> = (0..events.num_rows()).map(|i| (sig.value(i), ev_cause.is_valid(i).then(|| ev_cause.value(i)))).collect();
+        let evs: Vec<(&str, Option<&str>)> =
+            (0..events.num_rows()).map(|i| (sig.value(i), ev_cause.is_valid(i).then(|| ev_cause.value(i)))).collect();
         assert_eq!(evs, vec![("retransmission", Some("spurious"))], "filler {filler}");
     }
 }

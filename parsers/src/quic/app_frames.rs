@@ -6,7 +6,9 @@
 //! parsing stops at an unknown type (its length cannot be known) or a frame cut short, keeping
 //! what came before.
 
-use super::frames::{ack_frame, close_frame, crypto_frame, padding_run, walk_frames, AckFrame, ConnectionClose, CryptoRange};
+use super::frames::{
+    ack_frame, close_frame, crypto_frame, padding_run, walk_frames, AckFrame, ConnectionClose, CryptoRange,
+};
 use super::Reader;
 
 /// One STREAM frame: `start..start+len` in the decrypted payload.
@@ -147,7 +149,10 @@ mod tests {
         assert_eq!(s.acks[0].ranges, vec![(8, 10)]);
         assert_eq!(s.acks[0].delay, 3);
         assert_eq!(s.streams.len(), 2);
-        assert_eq!((s.streams[0].stream_id, s.streams[0].offset, s.streams[0].len, s.streams[0].fin), (4, 100, 3, false));
+        assert_eq!(
+            (s.streams[0].stream_id, s.streams[0].offset, s.streams[0].len, s.streams[0].fin),
+            (4, 100, 3, false)
+        );
         assert_eq!(&p[s.streams[0].start..s.streams[0].start + 3], b"abc");
         assert_eq!((s.streams[1].stream_id, s.streams[1].offset, s.streams[1].len, s.streams[1].fin), (8, 0, 2, true));
     }

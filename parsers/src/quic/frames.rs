@@ -78,7 +78,11 @@ pub(crate) fn parse_frames_dialect(payload: &[u8], dialect: FrameDialect) -> Fra
 /// Walk a payload's frames with `frame` (`Some(true)` go on, `Some(false)` stop at a type whose
 /// length cannot be known, `None` malformed), keeping what came before a stop; true when a frame
 /// was malformed.
-pub(crate) fn walk_frames<S>(payload: &[u8], s: &mut S, mut frame: impl FnMut(&mut Reader<'_>, &mut S) -> Option<bool>) -> bool {
+pub(crate) fn walk_frames<S>(
+    payload: &[u8],
+    s: &mut S,
+    mut frame: impl FnMut(&mut Reader<'_>, &mut S) -> Option<bool>,
+) -> bool {
     let mut r = Reader::new(payload);
     while !r.is_empty() {
         match frame(&mut r, s) {
@@ -240,11 +244,7 @@ impl CryptoReassembler {
         }
         if start > have {
             // A hole before it: keep it for later (the longest copy per offset).
-            if self
-                .pending
-                .get(&offset)
-                .is_some_and(|d| d.len() >= data.len())
-            {
+            if self.pending.get(&offset).is_some_and(|d| d.len() >= data.len()) {
                 return false;
             }
             if self.pending_bytes + data.len() > self.limit {
@@ -332,15 +332,7 @@ mod tests {
         // RFC 9001 A.3 payload: ACK then CRYPTO.
         let p = [0x02u8, 0x00, 0x00, 0x00, 0x00, 0x06, 0x00, 0x40, 0x5a, 0xaa];
         let s = parse_frames(&p);
-        assert_eq!(
-            s.acks,
-            vec![AckFrame {
-                largest: 0,
-                delay: 0,
-                ranges: vec![(0, 0)],
-                ecn: None
-            }]
-        );
+        assert_eq!(s.acks, vec![AckFrame { largest: 0, delay: 0, ranges: vec![(0, 0)], ecn: None }]);
         // The CRYPTO frame claims 90 bytes and has 1: malformed, nothing kept for it.
         assert!(s.malformed);
         assert!(s.crypto.is_empty());

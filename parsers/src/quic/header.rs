@@ -90,9 +90,7 @@ impl<'a> LongHeader<'a> {
     /// parses cleanly (and the Length fits), as Wireshark does; otherwise only its invariants
     /// (version, connection IDs) are read and the type is [`PacketType::Unknown`].
     pub fn new_checked(buf: &'a [u8]) -> Result<Self, QuicError> {
-        let version = buf
-            .get(1..5)
-            .map(|v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
+        let version = buf.get(1..5).map(|v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
         if version.is_some_and(|v| matches!(Version::classify(v), Version::Grease(_))) {
             if let Some(h) = Self::parse(buf, Syntax::Ietf).ok().filter(|h| !h.truncated) {
                 return Ok(h);
@@ -113,16 +111,12 @@ impl<'a> LongHeader<'a> {
         }
         let version = r.u32().ok_or(QuicError::Truncated("version"))?;
         let (dcid, scid) = if syntax == Syntax::Nibble {
-            let lens = r
-                .u8()
-                .ok_or(QuicError::Truncated("connection ID lengths"))?;
+            let lens = r.u8().ok_or(QuicError::Truncated("connection ID lengths"))?;
             let nib = |n: u8| if n == 0 { 0 } else { usize::from(n) + 3 };
             let (dl, sl) = (nib(lens >> 4), nib(lens & 0x0f));
-            r.bytes(dl)
-                .ok_or(QuicError::Truncated("destination connection ID"))?;
+            r.bytes(dl).ok_or(QuicError::Truncated("destination connection ID"))?;
             let d = span(&r, dl);
-            r.bytes(sl)
-                .ok_or(QuicError::Truncated("source connection ID"))?;
+            r.bytes(sl).ok_or(QuicError::Truncated("source connection ID"))?;
             (d, span(&r, sl))
         } else {
             let max = match syntax {
@@ -176,9 +170,7 @@ impl<'a> LongHeader<'a> {
             PacketType::Retry => {
                 match version::retry_integrity(version) {
                     Some(RetryIntegrity::OdcidField) => {
-                        let o = r
-                            .vec8()
-                            .ok_or(QuicError::Truncated("original destination connection ID"))?;
+                        let o = r.vec8().ok_or(QuicError::Truncated("original destination connection ID"))?;
                         h.retry_odcid = Some(span(&r, o.len()));
                         h.token = (r.pos(), buf.len());
                     }
@@ -388,9 +380,7 @@ impl PacketHeader<'_> {
     }
     /// Version Negotiation: the versions the server lists (a trailing partial entry is ignored).
     pub fn supported_versions(&self) -> impl Iterator<Item = u32> + '_ {
-        self.versions
-            .chunks_exact(4)
-            .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+        self.versions.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
     }
 }
 
@@ -423,14 +413,7 @@ pub fn parse_datagram(payload: &[u8], short_dcid_len: usize) -> Datagram<'_> {
 
 /// The packets of a datagram, one at a time (no allocation). Ends after the first error.
 pub fn packets(payload: &[u8], short_dcid_len: usize) -> Packets<'_> {
-    Packets {
-        buf: payload,
-        pos: 0,
-        short_dcid_len,
-        done: false,
-        trailing: 0,
-        first: None,
-    }
+    Packets { buf: payload, pos: 0, short_dcid_len, done: false, trailing: 0, first: None }
 }
 
 #[derive(Debug, Clone)]
@@ -483,8 +466,7 @@ impl<'a> Iterator for Packets<'a> {
                     // RFC 9000 §12.2: ignore a coalesced packet with another DCID; a long header
                     // of another version is not a packet of this connection either.
                     Some((dcid, v)) => {
-                        let other_version =
-                            h.form == Form::Long && v.is_some_and(|v| v != h.version);
+                        let other_version = h.form == Form::Long && v.is_some_and(|v| v != h.version);
                         if h.dcid != dcid || other_version {
                             self.trailing = rest.len();
                             self.done = true;
@@ -514,10 +496,7 @@ mod tests {
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
     #[test]
@@ -563,10 +542,7 @@ mod tests {
         assert_eq!(h.ty, PacketType::VersionNegotiation);
         assert_eq!(h.dcid, &[1, 2, 3, 4]);
         assert_eq!(h.scid, &[0x0a, 0x0b]);
-        assert_eq!(
-            h.supported_versions().collect::<Vec<_>>(),
-            vec![1, 0x6b3343cf, 0xbabababa]
-        );
+        assert_eq!(h.supported_versions().collect::<Vec<_>>(), vec![1, 0x6b3343cf, 0xbabababa]);
     }
 
     #[test]
@@ -577,14 +553,7 @@ mod tests {
         let d = parse_datagram(&p, 2);
         assert_eq!(d.error, None);
         let tys: Vec<_> = d.packets.iter().map(|p| p.ty).collect();
-        assert_eq!(
-            tys,
-            vec![
-                PacketType::Initial,
-                PacketType::Handshake,
-                PacketType::OneRtt
-            ]
-        );
+        assert_eq!(tys, vec![PacketType::Initial, PacketType::Handshake, PacketType::OneRtt]);
         assert_eq!(d.packets[2].dcid, &[0xaa, 0xbb]);
         assert_eq!(d.packets[2].spin, Some(false));
         let p = hex("e0 00000001 02 aabb 01 cc 02 0405 00000000");
@@ -609,18 +578,12 @@ mod tests {
         let d = parse_datagram(&[0x60, 1, 2, 3], 2);
         assert_eq!(d.packets[0].spin, Some(true));
         assert_eq!(d.packets[0].dcid, &[1, 2]);
-        assert_eq!(
-            parse_datagram(&[0x40, 1], 2).error,
-            Some(QuicError::Truncated("destination connection ID"))
-        );
+        assert_eq!(parse_datagram(&[0x40, 1], 2).error, Some(QuicError::Truncated("destination connection ID")));
     }
 
     #[test]
     fn hostile_lengths() {
-        assert_eq!(
-            LongHeader::new_checked(&hex("c0 00000001 15")).unwrap_err(),
-            QuicError::CidTooLong(21)
-        );
+        assert_eq!(LongHeader::new_checked(&hex("c0 00000001 15")).unwrap_err(), QuicError::CidTooLong(21));
         assert_eq!(
             LongHeader::new_checked(&hex("c0 00000001 08 0102")).unwrap_err(),
             QuicError::Truncated("destination connection ID")

@@ -50,11 +50,7 @@ fn expand_label(prk: &[u8], label: &[u8], out: &mut [u8]) -> Option<()> {
 
 fn secrets(params: &InitialParams, dcid: &[u8]) -> Option<InitialSecrets> {
     let (prk, _) = Hkdf::<Sha256>::extract(Some(&params.salt), dcid);
-    let mut s = InitialSecrets {
-        initial: [0; 32],
-        client: [0; 32],
-        server: [0; 32],
-    };
+    let mut s = InitialSecrets { initial: [0; 32], client: [0; 32], server: [0; 32] };
     s.initial.copy_from_slice(&prk);
     expand_label(&s.initial, b"client in", &mut s.client)?;
     expand_label(&s.initial, b"server in", &mut s.server)?;
@@ -62,11 +58,7 @@ fn secrets(params: &InitialParams, dcid: &[u8]) -> Option<InitialSecrets> {
 }
 
 fn key_material(params: &InitialParams, secret: &[u8; 32]) -> Option<KeyMaterial> {
-    let mut m = KeyMaterial {
-        key: [0; 16],
-        iv: [0; 12],
-        hp: [0; 16],
-    };
+    let mut m = KeyMaterial { key: [0; 16], iv: [0; 12], hp: [0; 16] };
     expand_label(secret, params.key_label, &mut m.key)?;
     expand_label(secret, params.iv_label, &mut m.iv)?;
     expand_label(secret, params.hp_label, &mut m.hp)?;
@@ -93,11 +85,7 @@ struct PacketKeys {
 impl PacketKeys {
     fn new(m: &KeyMaterial) -> Self {
         use aes::cipher::KeyInit as _;
-        PacketKeys {
-            aead: Aes128Gcm::new(&m.key.into()),
-            hp: Aes128::new(&m.hp.into()),
-            iv: m.iv,
-        }
+        PacketKeys { aead: Aes128Gcm::new(&m.key.into()), hp: Aes128::new(&m.hp.into()), iv: m.iv }
     }
 
     fn hp_mask(&self, sample: &[u8]) -> [u8; 16] {
@@ -131,11 +119,7 @@ impl KeySet {
         let s = secrets(params, dcid).ok_or(fail.clone())?;
         let c = key_material(params, &s.client).ok_or(fail.clone())?;
         let v = key_material(params, &s.server).ok_or(fail)?;
-        Ok(KeySet {
-            dcid: dcid.to_vec(),
-            client: PacketKeys::new(&c),
-            server: PacketKeys::new(&v),
-        })
+        Ok(KeySet { dcid: dcid.to_vec(), client: PacketKeys::new(&c), server: PacketKeys::new(&v) })
     }
 }
 
@@ -174,10 +158,7 @@ pub struct DecryptedInitial {
 impl DecryptedInitial {
     /// (stream offset, data) of each CRYPTO frame, in packet order.
     pub fn crypto_data(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
-        self.frames
-            .crypto
-            .iter()
-            .filter_map(|c| Some((c.offset, self.plaintext.get(c.start..c.start + c.len)?)))
+        self.frames.crypto.iter().filter_map(|c| Some((c.offset, self.plaintext.get(c.start..c.start + c.len)?)))
     }
     /// The reserved bits (0x0c) of the unprotected first byte; non-zero is a protocol violation.
     pub fn reserved_bits(&self) -> u8 {
@@ -226,12 +207,7 @@ impl InitialDecryptor {
             .into_iter()
             .map(|p| Ok((p, KeySet::derive(&p, client_dcid)?)))
             .collect::<Result<Vec<_>, QuicError>>()?;
-        Ok(InitialDecryptor {
-            version,
-            candidates,
-            original_dcid: client_dcid.to_vec(),
-            largest: [None, None],
-        })
+        Ok(InitialDecryptor { version, candidates, original_dcid: client_dcid.to_vec(), largest: [None, None] })
     }
 
     pub fn version(&self) -> u32 {
@@ -264,33 +240,23 @@ impl InitialDecryptor {
     }
 
     /// Open one Initial packet (its bytes only: [`super::PacketHeader::bytes`]).
-    pub fn open(
-        &mut self,
-        packet: &[u8],
-        from_client: bool,
-    ) -> Result<DecryptedInitial, QuicError> {
+    pub fn open(&mut self, packet: &[u8], from_client: bool) -> Result<DecryptedInitial, QuicError> {
         let h = LongHeader::new_checked(packet)?;
         if h.version() != self.version {
-            return Err(QuicError::VersionMismatch {
-                expected: self.version,
-                got: h.version(),
-            });
+            return Err(QuicError::VersionMismatch { expected: self.version, got: h.version() });
         }
         if h.packet_type() != PacketType::Initial {
             return Err(QuicError::NotInitial);
         }
         if h.truncated() {
-            return Err(QuicError::Truncated(
-                "packet (its Length runs past the bytes given)",
-            ));
+            return Err(QuicError::Truncated("packet (its Length runs past the bytes given)"));
         }
         let pn_offset = h.pn_offset().ok_or(QuicError::NotInitial)?;
         let pkt = h.packet();
         let dir = usize::from(from_client);
         let mut rekeyed = false;
         let mut opened = self.try_candidates(pkt, pn_offset, from_client, self.largest[dir]);
-        if opened == Err(QuicError::DecryptFailed) && from_client && h.dcid() != self.current_dcid()
-        {
+        if opened == Err(QuicError::DecryptFailed) && from_client && h.dcid() != self.current_dcid() {
             // A client Initial protected with keys from its own DCID: after a Retry, or a new
             // connection attempt on the same 4-tuple. Adopt those keys only if they open it.
             let fresh = self
@@ -314,14 +280,7 @@ impl InitialDecryptor {
         }
         self.largest[dir] = Some(self.largest[dir].map_or(packet_number, |l| l.max(packet_number)));
         let frames = parse_frames_dialect(&plaintext, self.candidates[0].0.frames);
-        Ok(DecryptedInitial {
-            packet_number,
-            pn_len,
-            header,
-            plaintext,
-            frames,
-            rekeyed,
-        })
+        Ok(DecryptedInitial { packet_number, pn_len, header, plaintext, frames, rekeyed })
     }
 
     /// The first candidate that opens the packet, or the last error.
@@ -352,15 +311,9 @@ fn open_with(
     from_client: bool,
     largest: Option<u64>,
 ) -> Result<Opened, QuicError> {
-    let k = if from_client {
-        &keys.client
-    } else {
-        &keys.server
-    };
+    let k = if from_client { &keys.client } else { &keys.server };
     let sample_end = pn_offset.checked_add(20).ok_or(QuicError::TooShort)?;
-    let sample = pkt
-        .get(pn_offset + 4..sample_end)
-        .ok_or(QuicError::TooShort)?;
+    let sample = pkt.get(pn_offset + 4..sample_end).ok_or(QuicError::TooShort)?;
     let mask = k.hp_mask(sample);
     let first = pkt[0] ^ (mask[0] & 0x0f);
     let pn_len = usize::from(first & 0x03) + 1;
@@ -376,25 +329,14 @@ fn open_with(
     let (ct, tag) = pkt[payload_start..].split_at(pkt.len() - payload_start - 16);
     let decoded = decode_packet_number(largest, truncated, 8 * pn_len as u32);
     // The closest number to the largest seen, then the number as sent (a peer that restarted).
-    let tries = if decoded == truncated {
-        [decoded, decoded]
-    } else {
-        [decoded, truncated]
-    };
+    let tries = if decoded == truncated { [decoded, decoded] } else { [decoded, truncated] };
     for (i, pn) in tries.into_iter().enumerate() {
         if i == 1 && pn == tries[0] {
             break;
         }
         let mut buf = ct.to_vec();
         let nonce = k.nonce(pn);
-        if k.aead
-            .decrypt_in_place_detached(
-                Nonce::from_slice(&nonce),
-                &header,
-                &mut buf,
-                Tag::from_slice(tag),
-            )
-            .is_ok()
+        if k.aead.decrypt_in_place_detached(Nonce::from_slice(&nonce), &header, &mut buf, Tag::from_slice(tag)).is_ok()
         {
             return Ok((pn, pn_len, header, buf));
         }
@@ -416,36 +358,21 @@ pub fn verify_retry(packet: &[u8], original_dcid: &[u8]) -> Result<RetryCheck, Q
     if h.packet_type() != PacketType::Retry {
         return Err(QuicError::Malformed("not a Retry packet"));
     }
-    let odcid_len = u8::try_from(original_dcid.len())
-        .map_err(|_| QuicError::CidTooLong(original_dcid.len()))?;
-    let ok = match version::retry_integrity(h.version())
-        .ok_or(QuicError::UnsupportedVersion(h.version()))?
-    {
+    let odcid_len = u8::try_from(original_dcid.len()).map_err(|_| QuicError::CidTooLong(original_dcid.len()))?;
+    let ok = match version::retry_integrity(h.version()).ok_or(QuicError::UnsupportedVersion(h.version()))? {
         RetryIntegrity::OdcidField => h.retry_odcid() == Some(original_dcid),
         RetryIntegrity::Tag { key, nonce } => {
             let pkt = h.packet();
-            let tag = h
-                .retry_tag()
-                .ok_or(QuicError::Truncated("retry integrity tag"))?;
+            let tag = h.retry_tag().ok_or(QuicError::Truncated("retry integrity tag"))?;
             let mut pseudo = Vec::with_capacity(1 + original_dcid.len() + pkt.len());
             pseudo.push(odcid_len);
             pseudo.extend_from_slice(original_dcid);
             pseudo.extend_from_slice(&pkt[..pkt.len() - 16]);
             let aead = Aes128Gcm::new(&key.into());
-            aead.decrypt_in_place_detached(
-                Nonce::from_slice(&nonce),
-                &pseudo,
-                &mut [],
-                Tag::from_slice(tag),
-            )
-            .is_ok()
+            aead.decrypt_in_place_detached(Nonce::from_slice(&nonce), &pseudo, &mut [], Tag::from_slice(tag)).is_ok()
         }
     };
-    Ok(if ok {
-        RetryCheck::Valid
-    } else {
-        RetryCheck::Invalid
-    })
+    Ok(if ok { RetryCheck::Valid } else { RetryCheck::Invalid })
 }
 
 #[cfg(test)]
@@ -462,10 +389,7 @@ mod tests {
     #[test]
     fn packet_number_decoding_rfc9000_a3() {
         // RFC 9000 A.3's example: largest 0xa82f30ea, 16-bit 0x9b32 -> 0xa82f9b32.
-        assert_eq!(
-            decode_packet_number(Some(0xa82f30ea), 0x9b32, 16),
-            0xa82f9b32
-        );
+        assert_eq!(decode_packet_number(Some(0xa82f30ea), 0x9b32, 16), 0xa82f9b32);
         assert_eq!(decode_packet_number(None, 0, 8), 0);
         assert_eq!(decode_packet_number(None, 2, 32), 2);
         assert_eq!(decode_packet_number(Some(255), 1, 8), 257);

@@ -52,10 +52,8 @@ pub fn remove_header_protection(
     pn_offset: usize,
     long: bool,
 ) -> Result<Unprotected, QuicError> {
-    let sample: &[u8; 16] = pkt
-        .get(pn_offset + 4..pn_offset + 20)
-        .and_then(|s| s.try_into().ok())
-        .ok_or(QuicError::TooShort)?;
+    let sample: &[u8; 16] =
+        pkt.get(pn_offset + 4..pn_offset + 20).and_then(|s| s.try_into().ok()).ok_or(QuicError::TooShort)?;
     let mask = hp.mask(sample);
     let first = pkt[0] ^ (mask[0] & if long { 0x0f } else { 0x1f });
     let pn_len = usize::from(first & 0x03) + 1;
@@ -294,7 +292,8 @@ mod tests {
                 sent.extend([(300, true, &gen1), (299, false, &gen0), (301, true, &gen1)]);
                 for (pn, phase, k) in sent {
                     let pkt = protect_short(k, &dcid, pn, 1, phase, &frames);
-                    let o = dec.open_short(&pkt, dcid.len(), false).unwrap_or_else(|e| panic!("{suite:?} pn {pn}: {e}"));
+                    let o =
+                        dec.open_short(&pkt, dcid.len(), false).unwrap_or_else(|e| panic!("{suite:?} pn {pn}: {e}"));
                     assert_eq!(o.packet_number, pn);
                     assert_eq!(o.key_update, pn == 300);
                     assert!(o.frames.ping && o.frames.ack_eliciting);

@@ -48,10 +48,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
     if !s.len().is_multiple_of(2) {
         return None;
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
 }
 
 impl KeyLog {
@@ -83,15 +80,12 @@ impl KeyLog {
         }
         self.stats.lines += 1;
         let mut parts = line.split_ascii_whitespace();
-        let (Some(label), Some(random), Some(secret), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
+        let (Some(label), Some(random), Some(secret), None) = (parts.next(), parts.next(), parts.next(), parts.next())
         else {
             self.stats.malformed += 1;
             return;
         };
-        let parsed = unhex(random)
-            .and_then(|r| <[u8; 32]>::try_from(r).ok())
-            .zip(unhex(secret));
+        let parsed = unhex(random).and_then(|r| <[u8; 32]>::try_from(r).ok()).zip(unhex(secret));
         let Some((random, secret)) = parsed else {
             self.stats.malformed += 1;
             return;
@@ -166,10 +160,7 @@ mod tests {
         assert_eq!(c.client_handshake.as_deref(), Some(&[1u8; 32][..]));
         assert_eq!(c.server_handshake.as_deref(), Some(&[2u8; 48][..]));
         assert!(c.has_application());
-        assert_eq!(
-            log.stats,
-            KeyLogStats { lines: 9, secrets: 4, other_labels: 2, malformed: 3 }
-        );
+        assert_eq!(log.stats, KeyLogStats { lines: 9, secrets: 4, other_labels: 2, malformed: 3 });
         assert!(log.get(&[0; 32]).is_none());
     }
 }

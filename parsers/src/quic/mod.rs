@@ -157,16 +157,13 @@ pub mod protection;
 pub mod tls;
 pub mod version;
 
-pub use frames::{AckFrame, ConnectionClose, CryptoRange, CryptoReassembler, FrameSummary};
-pub use header::{
-    packets, parse_datagram, Datagram, Form, LongHeader, PacketHeader, PacketType, Packets,
-    ShortHeader,
-};
-pub use initial::{
-    initial_secrets, packet_key_material, verify_retry, DecryptedInitial, InitialDecryptor,
-    InitialSecrets, KeyMaterial, RetryCheck,
-};
 pub use app_frames::{parse_app_frames, AppFrames, StreamRange};
+pub use frames::{AckFrame, ConnectionClose, CryptoRange, CryptoReassembler, FrameSummary};
+pub use header::{packets, parse_datagram, Datagram, Form, LongHeader, PacketHeader, PacketType, Packets, ShortHeader};
+pub use initial::{
+    initial_secrets, packet_key_material, verify_retry, DecryptedInitial, InitialDecryptor, InitialSecrets,
+    KeyMaterial, RetryCheck,
+};
 pub use keyed::{KeyedDecryptor, OpenedPacket, Space};
 pub use keylog::{ConnectionSecrets, KeyLog, KeyLogStats};
 pub use protection::{CipherSuite, DirectionKeys};
@@ -294,14 +291,8 @@ mod tests {
 
     #[test]
     fn varints_from_rfc9000_appendix_a1() {
-        assert_eq!(
-            read_varint(&[0xc2, 0x19, 0x7c, 0x5e, 0xff, 0x14, 0xe8, 0x8c]),
-            Some((151_288_809_941_952_652, 8))
-        );
-        assert_eq!(
-            read_varint(&[0x9d, 0x7f, 0x3e, 0x7d]),
-            Some((494_878_333, 4))
-        );
+        assert_eq!(read_varint(&[0xc2, 0x19, 0x7c, 0x5e, 0xff, 0x14, 0xe8, 0x8c]), Some((151_288_809_941_952_652, 8)));
+        assert_eq!(read_varint(&[0x9d, 0x7f, 0x3e, 0x7d]), Some((494_878_333, 4)));
         assert_eq!(read_varint(&[0x7b, 0xbd]), Some((15_293, 2)));
         assert_eq!(read_varint(&[0x25]), Some((37, 1)));
         assert_eq!(read_varint(&[0x40, 0x25]), Some((37, 2)));

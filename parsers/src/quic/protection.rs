@@ -206,8 +206,12 @@ impl DirectionKeys {
         let l = labels(version);
         let hp = expand_label(suite, secret, l.hp, suite.key_len())?;
         let hp = HeaderProtection(match suite {
-            CipherSuite::Aes128GcmSha256 => HeaderKey::Aes128(Box::new(aes::cipher::KeyInit::new_from_slice(&hp).ok()?)),
-            CipherSuite::Aes256GcmSha384 => HeaderKey::Aes256(Box::new(aes::cipher::KeyInit::new_from_slice(&hp).ok()?)),
+            CipherSuite::Aes128GcmSha256 => {
+                HeaderKey::Aes128(Box::new(aes::cipher::KeyInit::new_from_slice(&hp).ok()?))
+            }
+            CipherSuite::Aes256GcmSha384 => {
+                HeaderKey::Aes256(Box::new(aes::cipher::KeyInit::new_from_slice(&hp).ok()?))
+            }
             CipherSuite::ChaCha20Poly1305Sha256 => HeaderKey::ChaCha(hp.try_into().ok()?),
         });
         Self::with_hp(suite, version, secret, hp)

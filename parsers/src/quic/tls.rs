@@ -66,12 +66,7 @@ pub fn handshake_messages(buf: &[u8]) -> impl Iterator<Item = HandshakeMessage<'
         let len = r.u24()? as usize;
         let total = 4 + len;
         let complete = rest.len() >= total;
-        let m = HandshakeMessage {
-            offset: pos,
-            msg_type,
-            bytes: &rest[..total.min(rest.len())],
-            complete,
-        };
+        let m = HandshakeMessage { offset: pos, msg_type, bytes: &rest[..total.min(rest.len())], complete };
         pos = if complete { pos + total } else { buf.len() };
         Some(m)
     })
@@ -86,10 +81,7 @@ pub fn parse_client_hello(buf: &[u8]) -> Option<ClientHello> {
     let truncated = buf.len() < total;
     let body = &buf[4..total.min(buf.len())];
     let mut r = Reader::new(body);
-    let mut ch = ClientHello {
-        truncated,
-        ..ClientHello::default()
-    };
+    let mut ch = ClientHello { truncated, ..ClientHello::default() };
     ch.legacy_version = r.u16()?;
     ch.random.copy_from_slice(r.bytes(32usize)?);
     r.vec8()?; // legacy_session_id
@@ -97,10 +89,7 @@ pub fn parse_client_hello(buf: &[u8]) -> Option<ClientHello> {
     if suites.len() % 2 != 0 {
         return None;
     }
-    ch.cipher_suites = suites
-        .chunks_exact(2)
-        .map(|c| u16::from_be_bytes([c[0], c[1]]))
-        .collect();
+    ch.cipher_suites = suites.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
     r.vec8()?; // legacy_compression_methods
     if r.is_empty() && !truncated {
         return Some(ch); // no extensions (pre-TLS 1.2 style)
@@ -118,12 +107,8 @@ pub fn parse_client_hello(buf: &[u8]) -> Option<ClientHello> {
         match ty {
             EXT_SERVER_NAME if ch.sni.is_none() => ch.sni = server_name(data),
             EXT_ALPN => ch.alpn = alpn(data).unwrap_or_default(),
-            EXT_SUPPORTED_VERSIONS => {
-                ch.supported_versions = supported_versions(data).unwrap_or_default()
-            }
-            EXT_QUIC_TRANSPORT_PARAMETERS | EXT_QUIC_TRANSPORT_PARAMETERS_DRAFT => {
-                ch.quic_transport_parameters = true
-            }
+            EXT_SUPPORTED_VERSIONS => ch.supported_versions = supported_versions(data).unwrap_or_default(),
+            EXT_QUIC_TRANSPORT_PARAMETERS | EXT_QUIC_TRANSPORT_PARAMETERS_DRAFT => ch.quic_transport_parameters = true,
             _ => {}
         }
     }
@@ -135,8 +120,8 @@ const HANDSHAKE_SERVER_HELLO: u8 = 2;
 /// The random of a HelloRetryRequest (RFC 8446 §4.1.3): a ServerHello that asks for another
 /// ClientHello and chooses nothing yet.
 const HELLO_RETRY_REQUEST_RANDOM: [u8; 32] = [
-    0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
-    0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+    0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91, 0xc2, 0xa2, 0x11,
+    0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
 ];
 
 /// What a ServerHello says that packet protection needs: the cipher suite chosen.
@@ -157,10 +142,7 @@ pub fn parse_server_hello(buf: &[u8]) -> Option<ServerHello> {
     let random = r.bytes(32usize)?;
     r.vec8()?; // legacy_session_id_echo
     let cipher_suite = r.u16()?;
-    Some(ServerHello {
-        cipher_suite,
-        hello_retry_request: random == HELLO_RETRY_REQUEST_RANDOM,
-    })
+    Some(ServerHello { cipher_suite, hello_retry_request: random == HELLO_RETRY_REQUEST_RANDOM })
 }
 
 fn server_name(data: &[u8]) -> Option<String> {
@@ -190,11 +172,7 @@ fn alpn(data: &[u8]) -> Option<Vec<String>> {
 fn supported_versions(data: &[u8]) -> Option<Vec<u16>> {
     let mut r = Reader::new(data);
     let list = r.vec8()?;
-    Some(
-        list.chunks_exact(2)
-            .map(|c| u16::from_be_bytes([c[0], c[1]]))
-            .collect(),
-    )
+    Some(list.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect())
 }
 
 #[cfg(test)]
@@ -203,15 +181,11 @@ mod tests {
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
     /// The ClientHello inside RFC 9001 A.2's CRYPTO frame.
-    const RFC9001_CH: &str =
-        "010000ed0303ebf8fa56f12939b9584a3896472ec40bb863cfd3e86804fe3a47f06a2b69484c
+    const RFC9001_CH: &str = "010000ed0303ebf8fa56f12939b9584a3896472ec40bb863cfd3e86804fe3a47f06a2b69484c
         00000413011302010000c000000010000e00000b6578616d706c652e636f6dff01000100000a0008000600
         1d0017001800100007000504616c706e000500050100000000003300260024001d00209370b2c9caa47fba
         baf4559fedba753de171fa71f50f1ce15d43e994ec74d748002b0003020304000d0010000e040305030603
@@ -243,10 +217,7 @@ mod tests {
             }
         }
         // The SNI is whole well before the end.
-        assert_eq!(
-            parse_client_hello(&full[..120]).unwrap().sni.as_deref(),
-            Some("example.com")
-        );
+        assert_eq!(parse_client_hello(&full[..120]).unwrap().sni.as_deref(), Some("example.com"));
     }
 
     #[test]
@@ -258,10 +229,7 @@ mod tests {
         assert_eq!(msgs.len(), 2);
         assert!(msgs.iter().all(|m| m.complete && m.msg_type == 1));
         assert_eq!(msgs[1].offset, one.len());
-        assert_eq!(
-            parse_client_hello(msgs[1].bytes).unwrap().sni.as_deref(),
-            Some("example.com")
-        );
+        assert_eq!(parse_client_hello(msgs[1].bytes).unwrap().sni.as_deref(), Some("example.com"));
         let msgs: Vec<_> = handshake_messages(&stream[..one.len() + 10]).collect();
         assert_eq!(msgs.len(), 2);
         assert!(!msgs[1].complete);
@@ -271,11 +239,9 @@ mod tests {
     #[test]
     fn rfc9001_server_hello() {
         // The ServerHello inside RFC 9001 A.3's CRYPTO frame.
-        let sh = hex(
-            "020000560303eefce7f7b37ba1d1632e96677825ddf73988cfc79825df566dc5430b9a045a12001301
+        let sh = hex("020000560303eefce7f7b37ba1d1632e96677825ddf73988cfc79825df566dc5430b9a045a12001301
              00
-             002e00330024001d00209d3c940d89690b84d08a60993c144eca684d1081287c834d5311bcf32bb9da1a002b00020304",
-        );
+             002e00330024001d00209d3c940d89690b84d08a60993c144eca684d1081287c834d5311bcf32bb9da1a002b00020304");
         let hello = parse_server_hello(&sh).unwrap();
         assert_eq!(hello.cipher_suite, 0x1301);
         assert!(!hello.hello_retry_request);

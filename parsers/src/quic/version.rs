@@ -110,11 +110,7 @@ impl fmt::Display for Version {
 pub(crate) fn google_number(v: u32) -> Option<u16> {
     let b = v.to_be_bytes();
     if (b[0] == b'Q' || b[0] == b'T') && b[1..].iter().all(u8::is_ascii_digit) {
-        Some(
-            b[1..]
-                .iter()
-                .fold(0u16, |n, d| n * 10 + u16::from(d - b'0')),
-        )
+        Some(b[1..].iter().fold(0u16, |n, d| n * 10 + u16::from(d - b'0')))
     } else {
         None
     }
@@ -175,22 +171,14 @@ pub(crate) enum RetryIntegrity {
     OdcidField,
 }
 
-const RETRY_V1: RetryIntegrity = RetryIntegrity::Tag {
-    key: hex16("be0c690b9f66575a1d766b54e368c84e"),
-    nonce: hex12("461599d35d632bf2239825bb"),
-};
-const RETRY_V2: RetryIntegrity = RetryIntegrity::Tag {
-    key: hex16("8fb4b01b56ac48e260fbcbcead7ccc92"),
-    nonce: hex12("d86969bc2d7c6d9990efb04a"),
-};
-const RETRY_DRAFT29: RetryIntegrity = RetryIntegrity::Tag {
-    key: hex16("ccce187ed09a09d05728155a6cb96be1"),
-    nonce: hex12("e54930f97f2136f0530a8c1c"),
-};
-const RETRY_DRAFT25: RetryIntegrity = RetryIntegrity::Tag {
-    key: hex16("4d32ecdb2a2133c841e4043df27d4430"),
-    nonce: hex12("4d1611d05513a552c587d575"),
-};
+const RETRY_V1: RetryIntegrity =
+    RetryIntegrity::Tag { key: hex16("be0c690b9f66575a1d766b54e368c84e"), nonce: hex12("461599d35d632bf2239825bb") };
+const RETRY_V2: RetryIntegrity =
+    RetryIntegrity::Tag { key: hex16("8fb4b01b56ac48e260fbcbcead7ccc92"), nonce: hex12("d86969bc2d7c6d9990efb04a") };
+const RETRY_DRAFT29: RetryIntegrity =
+    RetryIntegrity::Tag { key: hex16("ccce187ed09a09d05728155a6cb96be1"), nonce: hex12("e54930f97f2136f0530a8c1c") };
+const RETRY_DRAFT25: RetryIntegrity =
+    RetryIntegrity::Tag { key: hex16("4d32ecdb2a2133c841e4043df27d4430"), nonce: hex12("4d1611d05513a552c587d575") };
 
 pub(crate) fn retry_integrity(v: u32) -> Option<RetryIntegrity> {
     if v == V2 {
@@ -258,13 +246,7 @@ pub(crate) fn initial_params(v: u32) -> Option<InitialParams> {
             (salt, QUIC_LABELS, FrameDialect::Ietf)
         }
     };
-    Some(InitialParams {
-        salt,
-        key_label: labels.0,
-        iv_label: labels.1,
-        hp_label: labels.2,
-        frames,
-    })
+    Some(InitialParams { salt, key_label: labels.0, iv_label: labels.1, hp_label: labels.2, frames })
 }
 
 /// The parameter sets to try for a version: one, or for a greased version (whose Initials a
@@ -363,18 +345,12 @@ mod tests {
         assert_eq!(initial_params(0xff000016).unwrap().salt, SALT_DRAFT22);
         assert_eq!(initial_params(MVFST_DRAFT22).unwrap().salt, SALT_DRAFT22);
         assert_eq!(initial_params(MVFST_DRAFT27).unwrap().salt, SALT_DRAFT23);
-        assert_eq!(
-            initial_params(MVFST_EXPERIMENTAL).unwrap().salt,
-            SALT_DRAFT23
-        );
+        assert_eq!(initial_params(MVFST_EXPERIMENTAL).unwrap().salt, SALT_DRAFT23);
         assert_eq!(initial_params(V2).unwrap().key_label, b"quicv2 key");
         assert!(initial_params(0xff000015).is_none());
         assert!(initial_params(0x51303436).is_none());
         assert!(initial_params(0xbabababa).is_none());
-        assert_eq!(
-            initial_params(GOOGLE_T051).unwrap().frames,
-            FrameDialect::Google
-        );
+        assert_eq!(initial_params(GOOGLE_T051).unwrap().frames, FrameDialect::Google);
     }
 
     #[test]

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{BinaryBuilder, UInt32Builder, UInt64Builder, Int64Builder};
+use arrow_array::builder::{BinaryBuilder, Int64Builder, UInt32Builder, UInt64Builder};
 use arrow_array::{Array, ArrayRef, BinaryArray, Int64Array, RecordBatch, UInt32Array, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use tailscope_parsers::capture::{CaptureError, CaptureReader, Frame};
@@ -44,7 +44,11 @@ pub fn group_of(p: &Packet<'_>) -> u64 {
     h.update(&[key.proto]);
     let endpoints: &[(std::net::IpAddr, u16)] = if p.proto == 17 {
         let (a, b) = (key.lo, key.hi);
-        if (a.1, a.0) <= (b.1, b.0) { &[a] } else { &[b] }
+        if (a.1, a.0) <= (b.1, b.0) {
+            &[a]
+        } else {
+            &[b]
+        }
     } else {
         &[key.lo, key.hi]
     };
@@ -72,11 +76,8 @@ pub struct FrameSplitter {
 
 impl FrameSplitter {
     pub fn new(reader: CaptureReader, file_index: u32) -> FrameSplitter {
-        let stats = FileStats {
-            format: reader.format.name(),
-            compression: reader.compression.name(),
-            ..FileStats::default()
-        };
+        let stats =
+            FileStats { format: reader.format.name(), compression: reader.compression.name(), ..FileStats::default() };
         FrameSplitter { reader, file_index, stats, last_decoded_ts_ns: None, first_frame_ts_ns: None, done: false }
     }
 
@@ -181,7 +182,11 @@ impl Replayer {
         for i in 0..batch.num_rows() {
             let (g, f) = (group.value(i), file.value(i));
             if f as usize >= self.session.files.len() {
-                return Err(format!("frame {} names file index {f}, the capture has {} files", frame_no.value(i), self.session.files.len()));
+                return Err(format!(
+                    "frame {} names file index {f}, the capture has {} files",
+                    frame_no.value(i),
+                    self.session.files.len()
+                ));
             }
             if self.group != Some(g) {
                 self.end_group();
@@ -324,11 +329,7 @@ mod tests {
         for (t, b) in batches.iter().filter(|(t, _)| t == table) {
             let _ = t;
             for i in 0..b.num_rows() {
-                let cells: Vec<String> = b
-                    .columns()
-                    .iter()
-                    .map(|c| arrow_cast_display(c.as_ref(), i))
-                    .collect();
+                let cells: Vec<String> = b.columns().iter().map(|c| arrow_cast_display(c.as_ref(), i)).collect();
                 rows.push(cells.join("|"));
             }
         }

@@ -18,7 +18,8 @@ pub fn pcap(records: &[(u64, Vec<u8>)]) -> Vec<u8> {
 /// An IPv4 TCP segment between 10.0.0.1:`sport` (the client) and 10.0.0.2:80, with TCP options
 /// `opts` (a multiple of 4 bytes) and `payload` bytes of data.
 pub fn segment(sport: u16, c2s: bool, seq: u32, ack: u32, flags: u8, payload: usize, opts: &[u8]) -> Vec<u8> {
-    let (src, dst, a, b) = if c2s { ([10, 0, 0, 1], [10, 0, 0, 2], sport, 80u16) } else { ([10, 0, 0, 2], [10, 0, 0, 1], 80, sport) };
+    let (src, dst, a, b) =
+        if c2s { ([10, 0, 0, 1], [10, 0, 0, 2], sport, 80u16) } else { ([10, 0, 0, 2], [10, 0, 0, 1], 80, sport) };
     let header = 20 + opts.len();
     let total = (20 + header + payload) as u16;
     let mut p = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
