@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   set up, run the main job on the bundled sample captures, print a summary
 #   make test   set up (system packages, venv) and run every test (Rust and Python)
-.PHONY: demo test setup setup-test system-deps rust-test py-test fuzz-ci clean
+.PHONY: demo test setup setup-test system-deps rust-lint rust-test py-test fuzz-ci clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -28,10 +28,14 @@ demo: setup
 	$(VENV)/bin/tailscope db $(DEMO_OUT)
 	$(VENV)/bin/tailscope stats $(DEMO_OUT)
 
-test: setup-test rust-test py-test fuzz-ci
+test: setup-test rust-lint rust-test py-test fuzz-ci
 
 rust-test:
 	cargo test --workspace --exclude tailscope-native -q
+
+# rustfmt.toml's layout and no clippy warning (rustup's components; fetched when missing).
+rust-lint:
+	scripts/rust-lint.sh
 
 # The lab runs real stacks through a userspace emulator: its timing suffers when other tests
 # share the two cores, so it runs on its own after the rest.
