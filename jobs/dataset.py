@@ -27,6 +27,12 @@ NS_PER_DAY = 86_400 * 10**9
 # ~10% smaller and ~5% cheaper to write; pages still end at the 1 MiB data page size limit.
 PARQUET_OPTIONS = dict(compression="zstd", max_rows_per_page=65_536, write_batch_size=65_536)
 
+# A part file is closed, and the next rows of its table and day go to a new one, after this many
+# rows: an open Parquet writer keeps every row group's metadata until it closes (~3 MiB per 100
+# row groups of the packets table), so one file per day would grow with the capture. 128 packets
+# row groups is ~100 MiB on disk, a usual size for Parquet readers.
+MAX_ROWS_PER_FILE = 128 * 65_536
+
 # Columns written without statistics. A packets row group holds every direction, encapsulation
 # and retransmission cause of its 65,536 packets, so min/max over these strings can never skip
 # one; and computing them (a string comparison per value) cost ~5% of writing the table.
@@ -147,7 +153,7 @@ def publish(out, run_id: str, parts: list[StagedPart], manifest: dict) -> list[s
 class StagedWriter:
     """Streams record batches into staged, date-partitioned Parquet files."""
 
-    def __init__(self, out, run_id: str, stage: str | None = None, tag: str = ""):
+    def __init__(self, out, run_id: str, stage: str | None = None, tag: str = "", max_rows_per_file: int | None = None):
         """`stage` and `tag` let several writers of one run (the Spark engine's tasks) stage
         their parts side by side: each in its own directory, with `tag` in its file names."""
         self.out = out
@@ -163,6 +169,9 @@ class StagedWriter:
         self._paths: dict[tuple[str, str | None], str] = {}
         self.rows: dict[str, int] = {}
         self._seq = 0
+        self.max_rows_per_file = max_rows_per_file or MAX_ROWS_PER_FILE
+        self._file_rows: dict[tuple[str, str | None], int] = {}
+        self._full: list[StagedPart] = []
 
     def _writer(self, table: str, date: str | None, schema: pa.Schema) -> pq.ParquetWriter:
         key = (table, date)
@@ -191,7 +200,7 @@ class StagedWriter:
         self.rows[table] = self.rows.get(table, 0) + batch.num_rows
         ts_col = TABLES_BY_DATE.get(table)
         if ts_col is None:
-            self._writer(table, None, batch.schema).write_batch(batch)
+            self._write_part(table, None, batch)
             return
         # Partition by UTC day from integer nanoseconds: formatting a date string per row costs
         # more than the whole decode (a locale per value). Most batches hold a single day, which
@@ -199,21 +208,33 @@ class StagedWriter:
         ts = batch.column(ts_col)
         lo, hi = (v.as_py() for v in pc.min_max(ts.cast(pa.int64())).values())
         if lo is not None and lo // NS_PER_DAY == hi // NS_PER_DAY:
-            self._writer(table, _date_of(lo // NS_PER_DAY), batch.schema).write_batch(batch)
+            self._write_part(table, _date_of(lo // NS_PER_DAY), batch)
             return
         days = _utc_days(ts)
         for day in pc.unique(days).to_pylist():
-            part = batch.filter(pc.equal(days, day))
-            self._writer(table, _date_of(day), batch.schema).write_batch(part)
+            self._write_part(table, _date_of(day), batch.filter(pc.equal(days, day)))
+
+    def _write_part(self, table: str, date: str | None, batch: pa.RecordBatch) -> None:
+        key = (table, date)
+        self._writer(table, date, batch.schema).write_batch(batch)
+        rows = self._file_rows[key] = self._file_rows.get(key, 0) + batch.num_rows
+        if rows >= self.max_rows_per_file:
+            self._writers.pop(key).close()
+            self._files.pop(key).close()
+            self._full.append(StagedPart(table, date, self._paths.pop(key)))
+            del self._file_rows[key]
 
     def close(self) -> list[StagedPart]:
         """Close every part file; returns them for :func:`publish`."""
         for key, w in self._writers.items():
             w.close()
             self._files[key].close()
-        parts = [StagedPart(table, date, path) for (table, date), path in self._paths.items()]
+        parts = self._full + [StagedPart(table, date, path) for (table, date), path in self._paths.items()]
         self._writers.clear()
         self._files.clear()
+        self._paths.clear()
+        self._file_rows.clear()
+        self._full = []
         return parts
 
     def commit(self, manifest: dict, more_parts: list[StagedPart] = ()) -> list[str]:
