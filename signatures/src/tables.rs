@@ -449,22 +449,25 @@ fn str_column<'a>(n: usize, f: impl Fn(usize) -> Option<&'a str>) -> StringArray
 /// Names up to this long are copied as one fixed-size block (see `names_column`).
 const NAME_BLOCK: usize = 32;
 
+/// Each name zero-padded to a `NAME_BLOCK`-byte block, or None if one is longer.
+fn name_blocks<'a>(names: impl Iterator<Item = &'a str>) -> Option<Vec<[u8; NAME_BLOCK]>> {
+    names
+        .map(|s| {
+            let mut b = [0u8; NAME_BLOCK];
+            b.get_mut(..s.len())?.copy_from_slice(s.as_bytes());
+            Some(b)
+        })
+        .collect()
+}
+
 /// A string column whose every value is one of a few `names`: `index(i)` is row i's, or None for
 /// a null (no validity buffer when nothing is null). The same as `str_column`, but each value is
 /// copied as one fixed-size block, overwritten in part by the next: a copy of a variable length
 /// is a call to `memcpy` per row.
 fn names_column(n: usize, names: &[&str], index: impl Fn(usize) -> Option<usize>) -> StringArray {
-    if names.iter().any(|s| s.len() > NAME_BLOCK) {
+    let Some(blocks) = name_blocks(names.iter().copied()) else {
         return str_column(n, |i| index(i).map(|k| names[k]));
-    }
-    let blocks: Vec<[u8; NAME_BLOCK]> = names
-        .iter()
-        .map(|s| {
-            let mut b = [0u8; NAME_BLOCK];
-            b[..s.len()].copy_from_slice(s.as_bytes());
-            b
-        })
-        .collect();
+    };
     let total: usize = (0..n).map(|i| index(i).map_or(0, |k| names[k].len())).sum();
     i32::try_from(total).expect("offset overflow");
     let mut values = vec![0u8; total + NAME_BLOCK];
@@ -490,14 +493,7 @@ fn names_column(n: usize, names: &[&str], index: impl Fn(usize) -> Option<usize>
 /// `tags::names` of every row as a list<string>, without a Vec per row. Names are copied as
 /// fixed-size blocks, as in `names_column`.
 fn tag_name_lists(tags: &[u32]) -> ArrayRef {
-    let blocks: Vec<[u8; NAME_BLOCK]> = tags::ALL
-        .iter()
-        .map(|(_, s)| {
-            let mut b = [0u8; NAME_BLOCK];
-            b[..s.len()].copy_from_slice(s.as_bytes());
-            b
-        })
-        .collect();
+    let blocks = name_blocks(tags::ALL.iter().map(|(_, s)| *s)).expect("tag names fit a name block");
     let mut values: Vec<u8> = Vec::new();
     let mut end = 0;
     let mut value_offsets: Vec<i32> = vec![0];
