@@ -9,7 +9,8 @@ use etherparse::LaxIpSlice;
 use crate::capture::Frame;
 use crate::link;
 use crate::skip::SkipReason;
-use crate::tunnel::{self, Inner};
+use crate::tunnel::{self, Inner, Tunnel};
+pub use crate::tunnel::{Encap, TunnelEnds};
 
 /// Tunnels nested deeper than this are skipped (a hostile packet could nest forever).
 const MAX_TUNNEL_DEPTH: usize = 4;
@@ -23,32 +24,6 @@ pub const TCP_URG: u16 = 0x020;
 pub const TCP_ECE: u16 = 0x040;
 pub const TCP_CWR: u16 = 0x080;
 pub const TCP_NS: u16 = 0x100;
-
-/// The outermost encapsulation a packet was found in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[repr(u8)]
-pub enum Encap {
-    #[default]
-    None = 0,
-    IpInIp,
-    SixInFour,
-    Gre,
-    Vxlan,
-    Teredo,
-}
-
-impl Encap {
-    pub fn name(self) -> &'static str {
-        match self {
-            Encap::None => "",
-            Encap::IpInIp => "ipip",
-            Encap::SixInFour => "6in4",
-            Encap::Gre => "gre",
-            Encap::Vxlan => "vxlan",
-            Encap::Teredo => "teredo",
-        }
-    }
-}
 
 /// TCP header fields, options parsed. `options_truncated` is set when the snaplen cut the
 /// options: the fixed header is still valid.
@@ -102,9 +77,12 @@ pub struct Packet<'a> {
     pub ip_len: u32,
     /// L4 payload length as the headers declare it (independent of the snaplen).
     pub payload_len: u32,
-    /// First fragment of a fragmented datagram (later fragments are skipped).
+    /// First fragment of a fragmented datagram (later fragments are skipped); for a tunnelled
+    /// packet, also when the outer datagram was fragmented.
     pub fragmented: bool,
     pub encap: Encap,
+    /// The outermost tunnel's endpoints and identifier (None when not tunnelled).
+    pub tunnel: Option<TunnelEnds>,
     pub transport: Transport,
     /// The captured part of the L4 payload (may be shorter than `payload_len`).
     pub payload: &'a [u8],
@@ -138,7 +116,7 @@ pub fn decode_frame_into<'a>(frame: &Frame<'a>, p: &mut Packet<'a>) -> Result<()
         return Err(SkipReason::UnsupportedLinkType);
     }
     let l3 = link::strip(frame.linktype, frame.data)?;
-    decode_ip(p, l3, 0, Encap::None)?;
+    decode_ip(p, l3, 0, Outer::default())?;
     p.ts_ns = frame.ts_ns;
     p.frame = frame.number;
     p.wire_len = frame.wire_len;
@@ -148,19 +126,41 @@ pub fn decode_frame_into<'a>(frame: &Frame<'a>, p: &mut Packet<'a>) -> Result<()
     if p.payload_len == u32::MAX {
         p.payload_len = (p.payload.len() as u32).saturating_add(cut);
         p.ip_len = p.ip_len.saturating_add(cut);
-    } else if cut == 0 && (p.payload.len() as u32) < p.payload_len {
+    } else if cut == 0 && (p.payload.len() as u32) < p.payload_len && !(p.fragmented && p.encap != Encap::None) {
         // The whole frame was captured, yet the headers claim more than it holds: the length
         // field is wrong (or a shim such as PPPoE bounded the packet), not the capture. Believe
         // the bytes, as Wireshark does ("IPv4 total length exceeds packet length").
         // `ip_len` keeps the header's claim: it is what Zeek's ip_bytes sum.
+        // Not so for a tunnelled packet in the first fragment of its outer datagram: the rest
+        // of its bytes are in the next fragment, and its own headers say how many there are
+        // (repro `gre_outer_fragment.pcap`: 2,920, of which 1,418 are in the first fragment).
         p.payload_len = p.payload.len() as u32;
     }
     Ok(())
 }
 
+/// What the tunnels around a packet said, handed down to the inner packet's decoder.
+#[derive(Debug, Clone, Copy, Default)]
+struct Outer {
+    /// The outermost tunnel and its endpoints.
+    tunnel: Option<(Encap, TunnelEnds)>,
+    /// Some datagram around this one was a (first) fragment.
+    fragmented: bool,
+}
+
+impl Outer {
+    /// The context for the packet inside `t`, found in an IP datagram from `src` to `dst`.
+    fn enter(self, t: &Tunnel<'_>, src: IpAddr, dst: IpAddr, fragmented: bool) -> Outer {
+        Outer {
+            tunnel: self.tunnel.or(Some((t.encap, TunnelEnds { src, dst, id: t.id }))),
+            fragmented: self.fragmented || fragmented,
+        }
+    }
+}
+
 /// The packet in an IP datagram, into `p` (every field but the frame's own, which
 /// `decode_frame_into` sets).
-fn decode_ip<'a>(p: &mut Packet<'a>, data: &'a [u8], depth: usize, encap: Encap) -> Result<(), SkipReason> {
+fn decode_ip<'a>(p: &mut Packet<'a>, data: &'a [u8], depth: usize, outer: Outer) -> Result<(), SkipReason> {
     if depth > MAX_TUNNEL_DEPTH {
         return Err(SkipReason::TunnelTooDeep);
     }
@@ -208,20 +208,20 @@ fn decode_ip<'a>(p: &mut Packet<'a>, data: &'a [u8], depth: usize, encap: Encap)
         return Err(SkipReason::IpFragment);
     }
     let proto = pl.ip_number.0;
-    if let Some((inner_encap, inner)) = tunnel::from_ip_payload(proto, pl.payload) {
-        let encap = if encap == Encap::None { inner_encap } else { encap };
-        return decode_inner(p, inner, depth, encap);
+    if let Some(t) = tunnel::from_ip_payload(proto, pl.payload)? {
+        let outer = outer.enter(&t, src, dst, pl.fragmented);
+        return decode_inner(p, t.inner, depth, outer);
     }
     let l4 = pl.payload;
     match proto {
         6 => decode_tcp(p, l4, l4_len)?,
         17 => {
             decode_udp(p, l4, l4_len)?;
-            if let Some((inner_encap, inner)) = tunnel::from_udp_payload(p.sport, p.dport, p.payload) {
-                let encap = if encap == Encap::None { inner_encap } else { encap };
+            if let Some(t) = tunnel::from_udp_payload(p.sport, p.dport, p.payload) {
+                let outer = outer.enter(&t, src, dst, pl.fragmented);
                 // An inner packet that does not decode leaves the outer UDP packet as it was.
                 let mut q = Packet::empty();
-                if decode_inner(&mut q, inner, depth, encap).is_ok() {
+                if decode_inner(&mut q, t.inner, depth, outer).is_ok() {
                     *p = q;
                     return Ok(());
                 }
@@ -235,16 +235,26 @@ fn decode_ip<'a>(p: &mut Packet<'a>, data: &'a [u8], depth: usize, encap: Encap)
     p.ip_id = ip_id;
     p.ip_len = ip_len;
     p.proto = proto;
-    p.fragmented = pl.fragmented;
-    p.encap = encap;
+    p.fragmented = pl.fragmented || outer.fragmented;
+    (p.encap, p.tunnel) = match outer.tunnel {
+        Some((encap, ends)) => (encap, Some(ends)),
+        None => (Encap::None, None),
+    };
     Ok(())
 }
 
-fn decode_inner<'a>(p: &mut Packet<'a>, inner: Inner<'a>, depth: usize, encap: Encap) -> Result<(), SkipReason> {
-    match inner {
-        Inner::Ip(d) => decode_ip(p, d, depth + 1, encap),
-        Inner::Ethernet(d) => decode_ip(p, link::ethernet(d)?, depth + 1, encap),
-    }
+fn decode_inner<'a>(p: &mut Packet<'a>, inner: Inner<'a>, depth: usize, outer: Outer) -> Result<(), SkipReason> {
+    let ip = match inner {
+        Inner::Ip(d) => d,
+        Inner::Ethernet(d) => link::ethernet(d)?,
+        Inner::EtherType(ty, d) => link::ether_payload(ty, d, 0)?,
+        Inner::Ppp(d) => link::ppp(d)?,
+        Inner::Ieee80211(d) => {
+            let (ty, rest) = tunnel::ieee80211_data(d)?;
+            link::ether_payload(ty, rest, 0)?
+        }
+    };
+    decode_ip(p, ip, depth + 1, outer)
 }
 
 /// IPv6 extension headers as (header type, header bytes), walked with our own bounds checks.
@@ -315,6 +325,7 @@ fn empty_packet(transport: Transport, sport: u16, dport: u16) -> Packet<'static>
         payload_len: 0,
         fragmented: false,
         encap: Encap::None,
+        tunnel: None,
         transport,
         payload: &[],
     }

@@ -21,12 +21,12 @@ pub const LINKTYPE_LINUX_SLL2: u32 = 276;
 
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 pub const ETHERTYPE_IPV6: u16 = 0x86dd;
-const ETHERTYPE_VLAN: u16 = 0x8100;
+pub const ETHERTYPE_VLAN: u16 = 0x8100;
 const ETHERTYPE_QINQ: u16 = 0x88a8;
 const ETHERTYPE_QINQ_OLD: u16 = 0x9100;
-const ETHERTYPE_PPPOE_SESSION: u16 = 0x8864;
-const ETHERTYPE_MPLS: u16 = 0x8847;
-const ETHERTYPE_MPLS_MC: u16 = 0x8848;
+pub const ETHERTYPE_PPPOE_SESSION: u16 = 0x8864;
+pub const ETHERTYPE_MPLS: u16 = 0x8847;
+pub const ETHERTYPE_MPLS_MC: u16 = 0x8848;
 
 const PPP_IPV4: u16 = 0x0021;
 const PPP_IPV6: u16 = 0x0057;
@@ -113,7 +113,7 @@ pub fn ethernet(frame: &[u8]) -> Result<&[u8], SkipReason> {
 }
 
 /// Follow an EtherType through tags and shims to the IP header.
-fn ether_payload(ethertype: u16, rest: &[u8], depth: usize) -> Result<&[u8], SkipReason> {
+pub(crate) fn ether_payload(ethertype: u16, rest: &[u8], depth: usize) -> Result<&[u8], SkipReason> {
     if depth > MAX_TAGS {
         return Err(SkipReason::NotIp);
     }
@@ -149,7 +149,7 @@ fn pppoe(d: &[u8]) -> Result<&[u8], SkipReason> {
 }
 
 /// PPP, with or without the HDLC address/control bytes, with a 1- or 2-byte protocol field.
-fn ppp(d: &[u8]) -> Result<&[u8], SkipReason> {
+pub(crate) fn ppp(d: &[u8]) -> Result<&[u8], SkipReason> {
     let d = if d.len() >= 2 && d[0] == 0xff && d[1] == 0x03 { &d[2..] } else { d };
     need(d, 1)?;
     if d[0] & 0x01 == 1 {

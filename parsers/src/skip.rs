@@ -18,10 +18,16 @@ pub enum SkipReason {
     TruncatedUdpHeader,
     TunnelTooDeep,
     EmptyFrame,
+    UndecodedGre,
+    UndecodedErspan,
+    UndecodedEsp,
+    UndecodedL2tp,
+    UndecodedEtherIp,
+    UndecodedProtected80211,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 12] = [
+    pub const ALL: [SkipReason; 18] = [
         SkipReason::UnsupportedLinkType,
         SkipReason::TruncatedLinkHeader,
         SkipReason::NotIp,
@@ -34,6 +40,12 @@ impl SkipReason {
         SkipReason::TruncatedUdpHeader,
         SkipReason::TunnelTooDeep,
         SkipReason::EmptyFrame,
+        SkipReason::UndecodedGre,
+        SkipReason::UndecodedErspan,
+        SkipReason::UndecodedEsp,
+        SkipReason::UndecodedL2tp,
+        SkipReason::UndecodedEtherIp,
+        SkipReason::UndecodedProtected80211,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +62,12 @@ impl SkipReason {
             SkipReason::TruncatedUdpHeader => "truncated_udp_header",
             SkipReason::TunnelTooDeep => "tunnel_too_deep",
             SkipReason::EmptyFrame => "empty_frame",
+            SkipReason::UndecodedGre => "undecoded_gre",
+            SkipReason::UndecodedErspan => "undecoded_erspan",
+            SkipReason::UndecodedEsp => "undecoded_esp",
+            SkipReason::UndecodedL2tp => "undecoded_l2tpv3",
+            SkipReason::UndecodedEtherIp => "undecoded_etherip",
+            SkipReason::UndecodedProtected80211 => "undecoded_80211_protected",
         }
     }
 }
