@@ -3,8 +3,8 @@
 //! RTT, Retry and Version Negotiation. Definitions: docs/signatures.md#quic.
 
 use tailscope_parsers::quic::{
-    self, handshake_messages, parse_client_hello, verify_retry, CryptoReassembler, Form, InitialDecryptor, PacketType,
-    RetryCheck, Version,
+    self, gquic, handshake_messages, parse_client_hello, verify_retry, CryptoReassembler, Form, InitialDecryptor,
+    PacketType, RetryCheck, Version,
 };
 
 use crate::rtt::Samples;
@@ -13,10 +13,14 @@ use crate::tags;
 /// Short-header packets needed before a spin bit that never flips is called disabled.
 const SPIN_MIN_PACKETS: u64 = 10;
 
-/// Is this UDP payload the start of a QUIC connection (a long header of a known version)?
+/// Is this UDP payload the start of a QUIC connection (a long header of a known version, or a
+/// Google QUIC Q035–Q043 client packet naming its version)?
 pub fn looks_like_quic(payload: &[u8]) -> bool {
-    if payload.len() < 7 || payload[0] & 0x80 == 0 {
+    if payload.len() < 7 {
         return false;
+    }
+    if payload[0] & 0x80 == 0 {
+        return gquic::parse_versioned(payload).is_some();
     }
     let v = u32::from_be_bytes([payload[1], payload[2], payload[3], payload[4]]);
     !matches!(Version::classify(v), Version::Unknown(_))
@@ -74,6 +78,14 @@ pub struct QuicState {
 impl QuicState {
     /// One UDP datagram of this flow; `dir` 0 is client to server. Returns packet tags.
     pub fn observe(&mut self, dir: usize, ts_ns: i64, payload: &[u8]) -> u32 {
+        let legacy = match self.version {
+            Some(v) => gquic::is_legacy_version(v),
+            None => gquic::parse_versioned(payload).is_some(),
+        };
+        if legacy {
+            self.legacy_gquic(dir, payload);
+            return 0;
+        }
         let mut mask = 0;
         // Packets to a side carry the SCID that side chose as their DCID.
         let short_len = self.scid[1 - dir].len();
@@ -129,6 +141,24 @@ impl QuicState {
             }
         }
         mask
+    }
+
+    /// A Google QUIC Q035–Q043 packet: none of the IETF header layouts applies (reading one as a
+    /// short header would invent spin bits and 1-RTT packets); the version and the CHLO's SNI are
+    /// what these versions show in the clear.
+    fn legacy_gquic(&mut self, dir: usize, payload: &[u8]) {
+        if dir != 0 {
+            return;
+        }
+        if let Some(h) = gquic::parse_versioned(payload) {
+            self.version.get_or_insert(h.version);
+            if !self.hello {
+                if let Some(sni) = gquic::client_hello_sni(payload) {
+                    self.sni = Some(sni);
+                    self.hello = true;
+                }
+            }
+        }
     }
 
     /// The server answered the client's first flight: a ClientHello repeated before this was

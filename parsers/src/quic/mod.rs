@@ -144,11 +144,16 @@
 //! dec.open_handshake(packet_bytes, from_client)       -> Result<OpenedPacket, QuicError>
 //! ```
 //!
+//! **Google QUIC Q035–Q043** ([`gquic`]): these versions have no IETF long header (the public
+//! flags byte has its high bit clear); `gquic::parse_versioned` reads a client packet's public
+//! header and version, `gquic::client_hello_sni` the SNI of the CHLO it carries in the clear.
+//!
 //! Not covered: 0-RTT (it needs CLIENT_EARLY_TRAFFIC_SECRET, not read), and Google QUIC's own
-//! handshake (the gQUIC CHLO of Q046/Q050 is not parsed: no SNI for those versions).
+//! handshake in Q044–Q050 (the gQUIC CHLO of Q046/Q050 is not parsed: no SNI for those versions).
 
 pub mod app_frames;
 pub mod frames;
+pub mod gquic;
 pub mod header;
 pub mod initial;
 pub mod keyed;
