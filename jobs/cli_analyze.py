@@ -12,8 +12,13 @@ EXIT_USAGE = 2
 EXIT_NOTHING_READ = 3
 
 EPILOG = """\
+re-runs:
+  An input whose content (sha256) a committed run of --out already processed is skipped and
+  said so: running the same command twice does not count anything twice. --reprocess analyses
+  such inputs again and replaces their captures' rows in the same commit.
+
 exit status:
-  0  every input was read completely
+  0  every input was read completely, or there was nothing new to read
   1  the run finished, but some inputs were missing, unreadable, truncated or corrupt
      (see the summary and the run manifest; everything else was processed)
   2  usage error (bad option)
@@ -45,9 +50,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--udp-idle-timeout", type=float, default=120.0, metavar="SEC", help="end a UDP flow after this idle time (default: 120)")
     p.add_argument("--max-flows", type=int, default=1_000_000, metavar="N", help="flow table limit; past it the least recently active flow is ended and counted as evicted (default: 1000000)")
     p.add_argument("--no-checksums", action="store_true", help="skip sha256 of inputs in the manifest")
-    p.add_argument("--incremental", action=argparse.BooleanOptionalAction, default=None,
-                   help="take only inputs whose content (sha256) no committed run of --out processed "
-                        "(default: on with --engine spark, off with local, where runs append)")
+    p.add_argument("--incremental", action=argparse.BooleanOptionalAction, default=True,
+                   help="skip inputs whose content (sha256) a committed run of --out processed (default: on; "
+                        "--no-incremental appends them again, counting their rows twice)")
+    p.add_argument("--reprocess", action="store_true",
+                   help="analyse inputs --out already holds again and replace their rows (whole captures; local engine)")
     sg = p.add_argument_group("spark engine (docs/spark.md)")
     sg.add_argument("--spark-master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
     sg.add_argument("--partitions", type=int, metavar="N", help="shuffle partitions of the flow replay (default: 2 per core)")
@@ -128,8 +135,12 @@ def run(args: argparse.Namespace) -> int:
         checksums=not args.no_checksums,
         keylogs=[str(k) for k in args.keylog],
         progress=not args.quiet and not args.json,
-        incremental=args.incremental if args.incremental is not None else args.engine == "spark",
+        incremental=args.incremental,
+        reprocess=args.reprocess,
     )
+    if args.reprocess and args.engine == "spark":
+        print("tailscope analyze: error: --reprocess works with --engine local only", file=sys.stderr)
+        return EXIT_USAGE
     if args.partitions is not None and args.partitions <= 0:
         print(f"tailscope analyze: error: --partitions must be positive, got {args.partitions}", file=sys.stderr)
         return EXIT_USAGE
@@ -165,6 +176,14 @@ def run(args: argparse.Namespace) -> int:
         if r.error:
             print(f"tailscope: {r.error}", file=sys.stderr)
     totals = result.manifest["totals"]
+    already = totals.get("files_already_processed", 0)
+    if already and not args.json:
+        if totals["files"] == 0:
+            print(f"nothing new: {already} inputs already in the dataset", file=sys.stdout if not args.quiet else sys.stderr)
+            return EXIT_OK
+        print(f"skipped {already} inputs already in the dataset (--reprocess replaces their rows)", file=sys.stderr)
+    if totals["files"] == 0 and already:
+        return EXIT_OK
     if totals["files_ok"] == 0 and totals["files_partial"] == 0:
         return EXIT_NOTHING_READ
     if totals["files_partial"] or totals["files_failed"]:

@@ -88,7 +88,7 @@ def _statistics(table: str, schema: pa.Schema) -> bool | list[str]:
     return [p for f in schema if f.name not in skip for p in _leaf_paths(f.name, f.type)]
 
 
-def _run_id_of(part: str) -> str | None:
+def run_id_of(part: str) -> str | None:
     # part-<run_id>-<n>.parquet
     stem = part.rsplit("/", 1)[-1]
     if not (stem.startswith("part-") and stem.endswith(".parquet")):
@@ -108,15 +108,34 @@ def committed_runs(out) -> set[str]:
 def recover(out) -> list[str]:
     """Delete leftovers of crashed runs; returns what was removed (for the log)."""
     loc = location(out)
-    removed = []
+    removed = finish_retirements(out)
     for d in loc.listdir(join(out, "_staging")):
         loc.rmtree(d)
         removed.append(str(d))
     done = committed_runs(out)
     for table in list(TABLES_BY_DATE) + list(UNPARTITIONED):
         for part in loc.find(join(out, table)):
-            run_id = _run_id_of(part)
+            run_id = run_id_of(part)
             if run_id is not None and run_id not in done:
+                loc.rm(part)
+                removed.append(str(part))
+    return removed
+
+
+def finish_retirements(out) -> list[str]:
+    """Delete the parts a committed run retired (jobs/reprocess.py) that are still there: the
+    run was killed after its commit point, before it deleted them."""
+    loc = location(out)
+    removed = []
+    for run in sorted(committed_runs(out)):
+        path = join(out, "_runs", f"{run}.json")
+        try:
+            retired = json.loads(loc.read_text(path)).get("retired", [])
+        except (OSError, ValueError):
+            continue  # the ledger names an unreadable manifest
+        for rel in retired:
+            part = join(out, rel)
+            if loc.exists(part):
                 loc.rm(part)
                 removed.append(str(part))
     return removed
@@ -129,10 +148,11 @@ class StagedPart:
     path: str  # where it is staged
 
 
-def publish(out, run_id: str, parts: list[StagedPart], manifest: dict) -> list[str]:
+def publish(out, run_id: str, parts: list[StagedPart], manifest: dict, retired: list[str] = ()) -> list[str]:
     """Move staged parts into the dataset, then write the run manifest: until the manifest
     exists the parts are orphans that :func:`recover` removes, so a reader never counts a run
-    that did not finish."""
+    that did not finish. `retired` parts (paths relative to `out`, rows this run replaces) are
+    deleted right after the manifest, which names them so that recovery finishes the job."""
     loc = location(out)
     moved = []
     for part in sorted(parts, key=lambda p: p.path):
@@ -142,9 +162,13 @@ def publish(out, run_id: str, parts: list[StagedPart], manifest: dict) -> list[s
         loc.move(part.path, join(dest_dir, name))
         moved.append(join(part.table, f"date={part.date}" if part.date else "", name))
     manifest["outputs"] = moved
+    if retired:
+        manifest["retired"] = list(retired)
     runs = join(out, "_runs")
     loc.mkdirs(runs)
     loc.write_text_atomic(join(runs, f"{run_id}.json"), json.dumps(manifest, indent=2, sort_keys=False, default=str))
+    for rel in retired:
+        loc.rm(join(out, rel))
     loc.rmtree(join(out, "_staging", run_id))
     loc.rmdir_if_empty(join(out, "_staging"))
     return moved
@@ -237,10 +261,10 @@ class StagedWriter:
         self._full = []
         return parts
 
-    def commit(self, manifest: dict, more_parts: list[StagedPart] = ()) -> list[str]:
+    def commit(self, manifest: dict, more_parts: list[StagedPart] = (), retired: list[str] = ()) -> list[str]:
         """Close, move this writer's parts (and `more_parts`, staged by other writers of the run)
         into place, then publish the manifest (the commit point)."""
-        return publish(self.out, self.run_id, self.close() + list(more_parts), manifest)
+        return publish(self.out, self.run_id, self.close() + list(more_parts), manifest, retired)
 
     def abort(self) -> None:
         for key, w in self._writers.items():

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from tailscope import __version__
 from tailscope import _native
-from tailscope.jobs import ledger
+from tailscope.jobs import ledger, reprocess
 from tailscope.jobs.dataset import StagedWriter, recover
 from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
 from tailscope.jobs.inputs import InputFile, resolve
@@ -40,8 +40,11 @@ class AnalyzeOptions:
     max_flows: int = 1_000_000
     batch_rows: int = 65_536
     checksums: bool = True
-    # take only inputs whose content no committed run processed (jobs/ledger.py)
-    incremental: bool = False
+    # take only inputs whose content no committed run processed (jobs/ledger.py); off, a run
+    # appends whatever it is given (the same input twice is then counted twice)
+    incremental: bool = True
+    # analyse inputs the dataset holds again and replace their captures' rows (jobs/reprocess.py)
+    reprocess: bool = False
     progress: bool = True
     enrichment: EnrichmentOptions | None = field(default_factory=EnrichmentOptions)
     # SSLKEYLOGFILE paths: QUIC connections they hold secrets for are decrypted (explicit only:
@@ -273,20 +276,34 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
     # first: a bad enrichment source (EnrichmentError, naming file and line) is a usage error
     enricher = open_enrichment(options.enrichment)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    removed = recover(out)
     run_id = new_run_id()
     started = dt.datetime.now(dt.timezone.utc)
     t0 = time.monotonic()
-
     resolved, reports = resolve_inputs(inputs)
+    if not resolved.files and not out.exists():
+        # Nothing to read (a mistyped name): no dataset directory is left behind for it.
+        enricher.close()
+        manifest = _manifest(run_id, started, t0, inputs, options, reports, dict.fromkeys(SESSION_COUNTERS, 0), {}, [], argv, [])
+        return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)
+    out.mkdir(parents=True, exist_ok=True)
+    removed = recover(out)
     planned = _plan(resolved.files, reports, options)
-    already = take_new(planned, reports, out) if options.incremental else []
+    replacement = None
+    if options.reprocess:
+        for p in planned:
+            p.report.sha256 = p.report.sha256 or sha256_of(p.file.path)
+        replacement = reprocess.plan(ledger.Ledger(out), [(p.report.path, p.report.sha256) for p in planned])
+        already = []
+    else:
+        already = take_new(planned, reports, out) if options.incremental else []
 
     writer = StagedWriter(out, run_id)
+    retired, carried, rest = [], set(), None
     progress = Progress(sum(p.file.size for p in planned), len(planned), enabled=options.progress)
     totals = dict.fromkeys(SESSION_COUNTERS, 0)
     try:
+        if replacement:
+            retired, carried, rest = reprocess.stage_rest(out, replacement, run_id, writer.stage + "/rewrite")
         session = None
         session_group = None
         session_capture_id = None
@@ -355,7 +372,10 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
         writer.write("files", files_table(reports, run_id))
         totals["enrichment"] = enricher.summary()
         manifest = _manifest(run_id, started, t0, inputs, options, reports, totals, writer.rows, removed, argv, already)
-        writer.commit(manifest)
+        if replacement:
+            manifest["reprocessed"] = replacement.inputs
+            manifest["carried_captures"] = sorted(carried)
+        writer.commit(manifest, more_parts=rest.close() if rest else (), retired=retired)
     except BaseException:
         writer.abort()
         raise

@@ -89,6 +89,9 @@ class Local:
     def isdir(self, path: str) -> bool:
         return os.path.isdir(path)
 
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
     def listdir(self, path: str) -> list[str]:
         return [os.path.join(path, n) for n in os.listdir(path)] if os.path.isdir(path) else []
 
@@ -151,6 +154,9 @@ class Remote:
 
     def isdir(self, path: str) -> bool:
         return self.fs.isdir(self._p(path))
+
+    def exists(self, path: str) -> bool:
+        return self.fs.exists(self._p(path))
 
     # A prefix with no objects is "not found" on S3 but an error on some S3-compatible servers
     # (s3s-fs answers a HEAD of a directory with 500): either way there is nothing under it.

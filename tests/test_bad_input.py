@@ -80,7 +80,7 @@ def test_giant_record_length_is_an_error_not_an_allocation(tmp_path, claimed):
 def test_failed_run_leaves_nothing_that_looks_complete(tmp_path, good, monkeypatch):
     out = tmp_path / "ds"
 
-    def boom(self, manifest):
+    def boom(self, manifest, **_):
         raise RuntimeError("disk full (simulated)")
 
     monkeypatch.setattr(dataset.StagedWriter, "commit", boom)
