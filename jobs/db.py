@@ -5,6 +5,7 @@ writer and readers (Grafana, notebooks) may hold the old file open: they keep a 
 """
 from __future__ import annotations
 
+import errno
 import os
 from importlib import resources
 from pathlib import Path
@@ -68,7 +69,12 @@ def build(dataset: Path, db_path: Path | None = None) -> Path:
     tmp = db_path.with_name(f".{db_path.name}.{os.getpid()}.tmp")
     if tmp.exists():
         tmp.unlink()
-    con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_COMPATIBILITY})
+    if not db_path.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no such directory for the database", str(db_path))
+    try:
+        con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_COMPATIBILITY})
+    except duckdb.IOException as exc:
+        raise OSError(errno.EIO, f"cannot create the database ({exc})", str(db_path)) from exc
     try:
         sources = {}
         for table in TABLES:

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from tailscope import __version__
+
+# Exit statuses every command shares (each command documents its own 0-3 in its --help).
+EXIT_FILE_ERROR = 4  # a file or directory could not be read or written; the message names it
+EXIT_INTERNAL = 70  # a bug of ours (sysexits EX_SOFTWARE); TAILSCOPE_DEBUG=1 shows the traceback
 
 # (module, attribute) pairs; each register() adds one or more subparsers and sets `func`.
 COMMAND_MODULES = [
@@ -49,11 +54,31 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    prog = f"tailscope {args.command}"
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if os.environ.get("TAILSCOPE_DEBUG"):
+            raise
+        print(f"{prog}: error: {_os_error(exc)}", file=sys.stderr)
+        return EXIT_FILE_ERROR
+    except Exception as exc:  # noqa: BLE001 - a user sees one line, never a traceback
+        if os.environ.get("TAILSCOPE_DEBUG"):
+            raise
+        print(f"{prog}: internal error: {type(exc).__name__}: {exc} (a bug: please report it; "
+              "TAILSCOPE_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _os_error(exc: OSError) -> str:
+    """`PATH: reason`, as cp and tar say it."""
+    reason = exc.strerror or str(exc)
+    if exc.filename is not None:
+        return f"{exc.filename}: {reason}"
+    return reason
 
 
 if __name__ == "__main__":
