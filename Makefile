@@ -25,7 +25,7 @@ demo: setup
 	rm -rf $(DEMO_OUT)
 	$(VENV)/bin/tailscope analyze samples --out $(DEMO_OUT) --site lab \
 	  --prefixes $(FIXTURE)/prefixes.csv --sessions $(FIXTURE)/sessions.csv --regions $(FIXTURE)/regions.csv
-	$(VENV)/bin/tailscope db $(DEMO_OUT)
+	$(VENV)/bin/tailscope db --build-only $(DEMO_OUT)
 	$(VENV)/bin/tailscope stats $(DEMO_OUT)
 
 test: setup-test rust-lint rust-test py-test fuzz-ci

@@ -1,23 +1,54 @@
-"""`tailscope db`: build the DuckDB database over a dataset."""
+"""`tailscope db`: build the DuckDB database over a dataset, query it, or open a shell on it."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+
+from tailscope.jobs.tabular import FORMATS
+
+EPILOG = """\
+examples:
+  tailscope db DS                                   open the DuckDB shell on DS's views
+  tailscope db DS -e "SELECT carrier, count(*) FROM flows GROUP BY 1" --format csv
+  tailscope db DS -e "FROM worst_flows" -e "FROM p99_explained" --format markdown
+
+Only results go to standard output (messages go to standard error), so the output can be piped.
+Exit status: 0 ok, 1 a query failed, 2 not a dataset, 4 the database could not be written.
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "db",
-        help="build the DuckDB database (views from sql/) over a dataset",
+        help="build the DuckDB database (views from sql/) over a dataset; query it or open a shell",
         description="Create DATASET/tailscope.duckdb with views over the Parquet tables "
-        "(packets, flows, files, accounting). The file is replaced atomically, so readers "
-        "holding the old one are not disturbed.",
+        "(packets, flows, queries, events, files, marts and questions; docs/schemas.md). The file is "
+        "replaced atomically, so readers holding the old one are not disturbed. With -e, run SQL and "
+        "print every row; without it, open the interactive DuckDB shell on the database.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("dataset", type=Path, metavar="DATASET", help="dataset directory written by `tailscope analyze`")
     p.add_argument("--db", type=Path, metavar="FILE", help="database path (default: DATASET/tailscope.duckdb)")
-    p.add_argument("--query", "-e", metavar="SQL", help="run this SQL against the new database and print the result")
+    p.add_argument("--query", "-e", action="append", metavar="SQL", help="run this SQL and print the result (repeatable)")
+    p.add_argument("--format", "-f", choices=FORMATS, default="box", help="result format with -e (default: box)")
+    p.add_argument("--build-only", action="store_true", help="build the database and exit (no shell)")
     p.set_defaults(func=run)
+
+
+def duckdb_shell() -> str | None:
+    """The DuckDB command-line shell: the `duckdb-cli` package's binary, else one on PATH."""
+    import importlib.util
+    import shutil
+
+    spec = importlib.util.find_spec("duckdb_cli")
+    if spec and spec.submodule_search_locations:
+        exe = Path(next(iter(spec.submodule_search_locations))) / "duckdb"
+        if exe.is_file() and os.access(exe, os.X_OK):
+            return str(exe)
+    return shutil.which("duckdb")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,16 +59,35 @@ def run(args: argparse.Namespace) -> int:
     except DatasetError as exc:
         print(f"tailscope db: error: {exc}", file=sys.stderr)
         return 2
-    print(f"database: {path}")
+    print(f"database: {path}", file=sys.stderr)
     if args.query:
-        import duckdb
+        return _queries(path, args.query, args.format)
+    if args.build_only or not sys.stdin.isatty():
+        return 0
+    shell = duckdb_shell()
+    if shell is None:
+        print("tailscope db: error: no DuckDB shell found (pip install duckdb-cli); use -e SQL to query", file=sys.stderr)
+        return 2
+    os.execv(shell, [shell, "-readonly", str(path)])
+    return 0  # not reached
 
-        con = duckdb.connect(str(path), read_only=True)
-        try:
-            con.sql(args.query).show(max_width=200)
-        except duckdb.Error as exc:
-            print(f"tailscope db: query failed: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            con.close()
+
+def _queries(path: Path, queries: list[str], fmt: str) -> int:
+    import duckdb
+
+    from tailscope.jobs import tabular
+
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        for sql in queries:
+            try:
+                rel = con.sql(sql)
+                if rel is None:  # a statement without a result (SET, PRAGMA ...)
+                    continue
+                tabular.write(rel.columns, rel.fetchall(), fmt, sys.stdout)
+            except duckdb.Error as exc:
+                print(f"tailscope db: query failed: {exc}", file=sys.stderr)
+                return 1
+    finally:
+        con.close()
     return 0

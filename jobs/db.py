@@ -55,16 +55,66 @@ def _empty_schema(table: str) -> pa.Schema:
     return files_table([], "").schema
 
 
+def _stored_type(t: pa.DataType) -> pa.DataType:
+    """The empty stand-in of a table without parts is stored in the database: DuckDB 2 stores a
+    nanosecond TIMESTAMPTZ as a type DuckDB 1.5 (the Grafana plugin's, the duckdb-cli shell's)
+    cannot read, and the file would not open there at all. The staging views cast every time to
+    microsecond TIMESTAMPTZ anyway."""
+    if pa.types.is_timestamp(t) and t.unit == "ns" and t.tz is not None:
+        return pa.timestamp("us", tz=t.tz)
+    return t
+
+
 def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def build(dataset: Path, db_path: Path | None = None) -> Path:
+def _checked(dataset: Path) -> Path:
     dataset = Path(dataset).resolve()
     if not dataset.is_dir():
         raise DatasetError(f"{dataset}: no such dataset directory")
     if not (dataset / "_runs").is_dir():
         raise DatasetError(f"{dataset}: not a tailscope dataset (no _runs/ directory; run `tailscope analyze --out {dataset}` first)")
+    return dataset
+
+
+def create_views(con, dataset: Path) -> None:
+    """The views of sql/ (staging, marts, questions) over the dataset's Parquet tables."""
+    sources = {}
+    for table in TABLES:
+        parts = sorted((dataset / table).rglob("part-*.parquet")) if (dataset / table).is_dir() else []
+        if parts:
+            partitioned = table != "files"
+            glob = str(dataset / table / ("*/*.parquet" if partitioned else "*.parquet"))
+            sources[table] = f"read_parquet({_sql_str(glob)}, hive_partitioning={str(partitioned).lower()}, union_by_name=true)"
+        else:
+            empty = pa.table({f.name: pa.array([], type=_stored_type(f.type)) for f in _empty_schema(table)})
+            con.register(f"_empty_{table}_arrow", empty)
+            con.execute(f"CREATE TABLE _empty_{table} AS SELECT * FROM _empty_{table}_arrow")
+            con.unregister(f"_empty_{table}_arrow")
+            sources[table] = f"_empty_{table}"
+    for name, text in _sql_files():
+        try:
+            con.execute(text.format(**sources))
+        except duckdb.Error as exc:
+            raise DatasetError(f"sql/{name}: {exc}") from exc
+
+
+def connect(dataset: Path):
+    """An in-memory DuckDB connection with the dataset's views (nothing written)."""
+    dataset = _checked(dataset)
+    con = duckdb.connect()
+    try:
+        con.execute("SET TimeZone='UTC'")
+        create_views(con, dataset)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def build(dataset: Path, db_path: Path | None = None) -> Path:
+    dataset = _checked(dataset)
     db_path = Path(db_path) if db_path else dataset / DB_NAME
     tmp = db_path.with_name(f".{db_path.name}.{os.getpid()}.tmp")
     if tmp.exists():
@@ -76,26 +126,7 @@ def build(dataset: Path, db_path: Path | None = None) -> Path:
     except duckdb.IOException as exc:
         raise OSError(errno.EIO, f"cannot create the database ({exc})", str(db_path)) from exc
     try:
-        sources = {}
-        for table in TABLES:
-            parts = sorted((dataset / table).rglob("part-*.parquet")) if (dataset / table).is_dir() else []
-            if parts:
-                partitioned = table != "files"
-                glob = str(dataset / table / ("*/*.parquet" if partitioned else "*.parquet"))
-                sources[table] = (
-                    f"read_parquet({_sql_str(glob)}, hive_partitioning={str(partitioned).lower()}, union_by_name=true)"
-                )
-            else:
-                empty = pa.table({f.name: pa.array([], type=f.type) for f in _empty_schema(table)})
-                con.register(f"_empty_{table}_arrow", empty)
-                con.execute(f"CREATE TABLE _empty_{table} AS SELECT * FROM _empty_{table}_arrow")
-                con.unregister(f"_empty_{table}_arrow")
-                sources[table] = f"_empty_{table}"
-        for name, text in _sql_files():
-            try:
-                con.execute(text.format(**sources))
-            except duckdb.Error as exc:
-                raise DatasetError(f"sql/{name}: {exc}") from exc
+        create_views(con, dataset)
         con.close()
         os.replace(tmp, db_path)
     except BaseException:

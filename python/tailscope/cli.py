@@ -23,6 +23,8 @@ COMMAND_MODULES = [
     "tailscope.jobs.cli_db",
     "tailscope.jobs.cli_stats",
     "tailscope.jobs.cli_report",
+    "tailscope.jobs.cli_conn",
+    "tailscope.jobs.cli_export",
     "tailscope.capture.cli",
 ]
 
@@ -60,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`tailscope conn DS | head`): stop quietly, as cat does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + 13  # SIGPIPE
     except OSError as exc:
         if os.environ.get("TAILSCOPE_DEBUG"):
             raise

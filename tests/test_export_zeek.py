@@ -1,0 +1,64 @@
+"""`tailscope export zeek`: a conn.log Zeek's own log readers take, whose connections agree with
+Zeek's conn.log baselines in the corpus (the same comparison test_flows_vs_peers makes on the
+flows table, here through the exported text)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from support import corpus, peers
+from tailscope.jobs.db import connect
+from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.zeek import FIELDS, write_conn_log
+from test_flows_vs_peers import ZEEK_DIFFERENCES, ZEEK_FULL
+
+CHECKED = [n for n in ZEEK_FULL if n not in ZEEK_DIFFERENCES]
+
+
+def read_ours(path):
+    """Our conn.log through the peers' Zeek reader (it wants the btest header line first)."""
+    text = path.read_text()
+    wrapped = path.with_suffix(".btest")
+    wrapped.write_text("### BTest baseline data\n" + text)
+    kind, names, types, data, set_sep = peers._zeek_read(wrapped)
+    assert kind == "zeek" and names == [f for f, _ in FIELDS] and types == dict(FIELDS)
+    assert text.splitlines()[-1].startswith("#close\t")
+    return [{n: peers._zeek_value(types[n], c, set_sep) for n, c in zip(names, cells)} for cells in data]
+
+
+@pytest.mark.parametrize("name", CHECKED)
+def test_exported_conn_log_agrees_with_zeek(name, tmp_path):
+    out = tmp_path / "ds"
+    analyze([str(corpus.pcap_path(name))], out, AnalyzeOptions(progress=False))
+    log = tmp_path / "conn.log"
+    con = connect(out)
+    with open(log, "w") as fh:
+        write_conn_log(con, fh)
+    con.close()
+    ours = {}
+    for r in read_ours(log):
+        k = (peers.norm_addr(r["id.orig_h"]), r["id.orig_p"], peers.norm_addr(r["id.resp_h"]), r["id.resp_p"], r["proto"])
+        ours[k] = r
+    compared = 0
+    for z in peers.zeek_conn_full(name):
+        if z["proto"] not in ("tcp", "udp"):
+            continue
+        k = (peers.norm_addr(z["id.orig_h"]), z["id.orig_p"], peers.norm_addr(z["id.resp_h"]), z["id.resp_p"], z["proto"])
+        r = ours.get(k)
+        assert r is not None, f"{name}: no exported connection {k}"
+        for col in ("orig_pkts", "resp_pkts", "orig_ip_bytes", "resp_ip_bytes", "conn_state"):
+            assert r[col] == z[col], f"{name} {k}: {col} ours {r[col]!r}, Zeek {z[col]!r}"
+        compared += 1
+    assert compared
+
+
+def test_cli_writes_the_file(tmp_path):
+    out = tmp_path / "ds"
+    analyze([str(corpus.pcap_path("get.pcap"))], out, AnalyzeOptions(progress=False))
+    r = subprocess.run([sys.executable, "-m", "tailscope", "export", "zeek", str(out), "-o", str(tmp_path / "conn.log")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "1 connections" in r.stderr
+    rows = read_ours(tmp_path / "conn.log")
+    assert len(rows) == 1 and rows[0]["community_id"].startswith("1:") and rows[0]["uid"].startswith("T")
