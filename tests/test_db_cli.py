@@ -65,3 +65,23 @@ def test_the_shell_opens_the_database(dataset):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == "n" and int(r.stdout.splitlines()[1]) > 0
+
+
+def test_conn_lists_every_connection_and_filters(dataset, tmp_path):
+    r = tailscope("conn", dataset, "-f", "csv")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    n = int(tailscope("db", dataset, "-e", "SELECT count(*) AS n FROM flows", "-f", "csv").stdout.splitlines()[1])
+    assert len(rows) == n > 0 and {"flow_id", "client", "server", "retx", "signatures"} <= set(rows[0])
+    assert all(r["client"].rsplit(":", 1)[1].isdigit() for r in rows)
+    picked = tailscope("conn", dataset, "--where", "server_port = 443 OR retx >= 0", "-c", "flow_id,retx", "-n", "1")
+    assert picked.stdout.splitlines()[0] == "flow_id\tretx" and len(picked.stdout.splitlines()) == 2
+    bad = tailscope("conn", dataset, "--where", "no_such_column = 1")
+    assert bad.returncode == 2 and "no_such_column" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_conn_brackets_ipv6_addresses(tmp_path):
+    out = tmp_path / "v6"
+    assert tailscope("analyze", SAMPLE.with_name("clean_ipv6.pcap"), "--out", out, "-q").returncode == 0
+    rows = list(csv.DictReader(io.StringIO(tailscope("conn", out, "-f", "csv", "-c", "client,server").stdout)))
+    assert rows and all(r["client"].startswith("[") and "]:" in r["client"] for r in rows)
