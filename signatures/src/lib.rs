@@ -9,6 +9,7 @@ pub mod quic;
 pub mod quic_keyed;
 pub mod quic_recovery;
 pub mod rtt;
+pub mod seq_number;
 pub mod session;
 pub mod tables;
 pub mod tags;

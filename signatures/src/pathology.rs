@@ -1,6 +1,6 @@
 //! Flow-level detectors over the server's sending direction: bufferbloat (RTT inflating with
 //! bytes in flight), traffic policing (Flach et al., SIGCOMM 2016), receiver-window-limited and
-//! application-limited time. Fed per packet by `tcp.rs`, decided once when the flow ends.
+//! application-limited time. Fed per packet by `tcp/`, decided once when the flow ends.
 //! Rules and thresholds: docs/signatures.md.
 
 /// Transmissions remembered for the policing fit; a longer flow keeps its first ones (policers

@@ -5,6 +5,7 @@
 //! Limits (docs/queries.md): pipelined requests and HTTP/2 multiplexing merge into one query
 //! per client burst; server pushes without a request are not queries.
 
+use crate::seq_number::SeqNumber;
 use crate::tags;
 
 /// What struck inside a query and what it cost.
@@ -162,7 +163,7 @@ impl QueryTracker {
             // The first ACK covering the response's end delivers it; later ones (the ACK of the
             // server's FIN, window updates) say nothing more about this response.
             if let (Some(ack), Some(end)) = (s.ack, q.response_end_seq) {
-                if q.acked_ns.is_none() && (ack.wrapping_sub(end) as i32) >= 0 {
+                if q.acked_ns.is_none() && SeqNumber(ack).at_or_after(end) {
                     q.acked_ns = Some(s.ts_ns);
                 }
             }
@@ -257,7 +258,7 @@ fn late_ack(q: &mut Query, s: &Seen) {
         return;
     }
     if let (Some(ack), Some(end)) = (s.ack, q.response_end_seq) {
-        if (ack.wrapping_sub(end) as i32) >= 0 {
+        if SeqNumber(ack).at_or_after(end) {
             q.acked_ns = Some(match (q.last_byte_ns, s.rtt_min_ns) {
                 (Some(last), Some(rtt)) => (last + rtt).min(s.ts_ns),
                 _ => s.ts_ns,

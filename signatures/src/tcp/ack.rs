@@ -1,0 +1,218 @@
+//! The ACK path: what a segment's acknowledgment fields settle in the other direction's state —
+//! D-SACK proofs of spurious resends (RFC 2883), SACKed segments and the holes the receiver
+//! reports, RACK's delivered send time (RFC 8985), the RTT samples (Karn's rule, and the
+//! timestamp echo as pping takes it), and the end of a recovery episode.
+
+use tailscope_parsers::decode::{TCP_ACK, TCP_SYN};
+
+use super::direction::{sender_and_peer, Unacked, MAX_HOLES, MAX_TSVALS};
+use super::retransmission::unspurious_stats;
+use super::{Analysis, Segment, TcpState};
+use crate::seq_number::SeqNumber;
+use crate::tags::*;
+
+impl TcpState {
+    /// Remember this packet's ACK fields in its direction's state (Wireshark's per-direction
+    /// `lastack`, window and flags, and what our judgement needs of them).
+    pub(super) fn remember_ack_fields(&mut self, s: &Segment<'_>, ta: u32) {
+        let (ack, flags, now) = (s.ack, s.flags, s.now);
+        let (fwd, rev) = sender_and_peer(&mut self.dir, s.dir);
+        if flags & TCP_ACK != 0 && (fwd.lastack == 0 || SeqNumber(ack).after(fwd.lastack)) {
+            fwd.last_advance_ts = Some(now);
+        }
+        if flags & TCP_ACK != 0 {
+            fwd.adv = Some((ack, s.tcp.window, flags & TCP_SYN != 0));
+            if rev.acked_ahead_ts.is_none() && (rev.high == 0 || SeqNumber(ack).after(rev.high)) {
+                rev.acked_ahead_ts = Some(now);
+            }
+        }
+        fwd.window = s.window;
+        fwd.lastack = ack;
+        fwd.lastack_ts = now;
+        fwd.lastsegmentflags = ta;
+        fwd.sack_high =
+            s.tcp.sack_blocks().iter().map(|b| b.1).reduce(|a, b| if SeqNumber(b).after(a) { b } else { a });
+    }
+
+    /// Drop what this ACK acknowledges from the other side's in-flight list; an exact match that
+    /// was never retransmitted is an RTT sample (Karn).
+    pub(super) fn process_ack(&mut self, s: &Segment<'_>, out: &mut Analysis) {
+        let (ack, seglen, now, t) = (s.ack, s.seglen, s.now, s.tcp);
+        let rev = &mut self.dir[1 - s.dir];
+        let mut sample = None;
+        // A segment is best timed when it is first SACKed: its cumulative ACK may wait for a
+        // hole to be repaired, and would measure the repair, not the path.
+        let blocks = t.sack_blocks();
+        // RFC 2883: a first SACK block below the cumulative ACK, or inside the second block,
+        // reports data received twice: if we saw that data retransmitted, the resend was
+        // spurious (the original had arrived).
+        if let Some(&(l, r)) = blocks.first() {
+            let dsack = SeqNumber(r).at_or_before(ack)
+                || blocks
+                    .get(1)
+                    .is_some_and(|&(l2, r2)| SeqNumber(l2).at_or_before(l) && SeqNumber(r).at_or_before(r2));
+            if dsack {
+                if let Some(i) = rev
+                    .recent_retx
+                    .iter()
+                    .rposition(|&(a, b, _, _)| SeqNumber(a).at_or_before(l) && SeqNumber(r).at_or_before(b))
+                {
+                    let (rseq, _, rtags, delay) = rev.recent_retx.remove(i).expect("index from rposition");
+                    if rtags & RETX_SPURIOUS == 0 {
+                        unspurious_stats(&mut self.stats, rtags, delay);
+                        out.proved_spurious = Some((rseq, rtags));
+                    }
+                }
+            }
+        }
+        // RACK's delivered send time. A retransmission delivered sooner than the path's
+        // minimum RTT after it left is no evidence: the ACK may be for an earlier copy.
+        let min_rtt = rev.rtt.min.unwrap_or(0);
+        let mut delivered = rev.delivered_sent_ts;
+        let mut deliver = |u: &Unacked| {
+            if !u.retransmitted || now - u.ts_ns >= min_rtt {
+                delivered = delivered.max(u.ts_ns);
+            }
+        };
+        if !blocks.is_empty() {
+            let mut newest: Option<&Unacked> = None;
+            for u in rev.segments.iter_mut() {
+                if !u.sacked
+                    && blocks
+                        .iter()
+                        .any(|&(l, r)| SeqNumber(l).at_or_before(u.seq) && SeqNumber(u.nextseq).at_or_before(r))
+                {
+                    deliver(u);
+                    u.sacked = true;
+                    if !u.retransmitted && newest.is_none_or(|n| u.ts_ns > n.ts_ns) {
+                        sample = Some((now - u.ts_ns, u.bif));
+                        newest = Some(u);
+                    }
+                }
+            }
+            // A hole the receiver reports (cumulative ACK below a SACK block).
+            if let Some(&(l, _)) =
+                blocks.iter().filter(|b| SeqNumber(b.0).after(ack)).min_by_key(|b| b.0.wrapping_sub(ack))
+            {
+                if !rev.sack_holes.iter().any(|h| h.0 == ack) {
+                    if rev.sack_holes.len() >= MAX_HOLES {
+                        rev.sack_holes.pop_front();
+                    }
+                    // The resend may already be on its way while older ACKs report the hole.
+                    let resent = rev
+                        .segments
+                        .iter()
+                        .any(|u| u.retransmitted && SeqNumber(ack).at_or_before(u.seq) && SeqNumber(u.seq).before(l));
+                    rev.sack_holes.push_back((ack, l, resent));
+                }
+            }
+        }
+        // Holes the cumulative ACK closed without any resend were reordered downstream.
+        let mut reordered_downstream = 0;
+        rev.sack_holes.retain(|&(start, end, resent)| {
+            if SeqNumber(end).at_or_before(ack) {
+                if !resent && SeqNumber(end).after(start) {
+                    reordered_downstream += 1;
+                }
+                false
+            } else {
+                true
+            }
+        });
+        // Counted for the data's direction; no packet of ours shows it (the reordered
+        // segment passed the capture in order), only the receiver's ACKs do.
+        self.stats.reordered[1 - s.dir] += reordered_downstream;
+        // Karn's rule for the whole ACK (as Linux's FLAG_RETRANS_DATA_ACKED): an ACK that
+        // retires retransmitted data may have waited for that repair, so its exact match
+        // would time the recovery, not the path.
+        let mut timed = None;
+        let mut retired_retx = false;
+        let mut settle = |u: &mut Unacked| {
+            if SeqNumber(ack).after(u.seq) {
+                deliver(u);
+            }
+            if ack == u.nextseq {
+                retired_retx |= u.retransmitted;
+                if !u.retransmitted && !u.sacked && timed.is_none() {
+                    timed = Some((now - u.ts_ns, u.bif));
+                }
+                false
+            } else if SeqNumber(ack).after(u.seq) && SeqNumber(ack).at_or_before(u.nextseq) {
+                u.seq = ack;
+                true
+            } else {
+                let keep = !SeqNumber(u.nextseq).at_or_before(ack);
+                retired_retx |= !keep && u.retransmitted;
+                keep
+            }
+        };
+        // A cumulative ACK mostly retires segments at the front. Popping those first leaves
+        // `retain_mut` nothing to remove, so it only scans instead of shifting every
+        // segment behind them. `settle` on a segment it kept changes nothing, so the front
+        // one may see it twice.
+        while rev.segments.front_mut().is_some_and(|u| !settle(u)) {
+            rev.segments.pop_front();
+        }
+        rev.segments.retain_mut(settle);
+        rev.delivered_sent_ts = delivered;
+        if sample.is_none() && !retired_retx {
+            sample = timed;
+        }
+        // An ACK riding on new data was held back for that data (a request after think
+        // time): it times the client's application, not the path.
+        if seglen > 0 {
+            sample = None;
+        }
+        if let Some((r, bif)) = sample.filter(|s| s.0 >= 0) {
+            rev.est.add(r);
+            rev.rtt.add(r);
+            out.rtt_ns = Some(r);
+            if s.dir == 0 {
+                self.path.rtt(r, bif);
+            }
+        }
+        if s.dir == 0 && ack == rev.high && rev.high != 0 {
+            self.path.drained(now);
+        }
+        if let Some((_, point)) = rev.recovery {
+            if !SeqNumber(ack).before(point) {
+                rev.recovery = None;
+                rev.tail_episode = false;
+                // Recovery lasts from the episode's first resend to the ACK that ends it.
+                if let Some(since) = rev.recovery_since.take() {
+                    self.stats.recovery_ns += now - since;
+                }
+            }
+        }
+    }
+
+    /// Timestamp echo (pping): the first packet echoing a TSval the other side sent.
+    pub(super) fn timestamp_echo(&mut self, s: &Segment<'_>, out: &mut Analysis) {
+        let (flags, seglen, now, t) = (s.flags, s.seglen, s.now, s.tcp);
+        let (fwd, rev) = sender_and_peer(&mut self.dir, s.dir);
+        if let Some((tsval, tsecr)) = t.ts {
+            if fwd.last_tsval != Some(tsval) {
+                fwd.last_tsval = Some(tsval);
+                if fwd.tsvals.len() >= MAX_TSVALS {
+                    fwd.tsvals.pop_front();
+                }
+                fwd.tsvals.push_back((tsval, now));
+            }
+            // Only the first echo of a TSval times it: later ones repeat it because the
+            // receiver echoes the segment that last advanced its window (RFC 7323 §4.3), so a
+            // duplicate ACK after a loss would otherwise time the whole recovery. The first echo
+            // is consumed even when the sequence numbers already gave this ACK its sample.
+            if flags & TCP_ACK != 0 {
+                if let Some(pos) = rev.tsvals.iter().position(|(v, _)| *v == tsecr) {
+                    let (_, sent) = rev.tsvals[pos];
+                    rev.tsvals.drain(..=pos);
+                    let r = now - sent;
+                    if r >= 0 && out.rtt_ns.is_none() && seglen == 0 {
+                        rev.rtt.add(r);
+                        out.rtt_ns = Some(r);
+                    }
+                }
+            }
+        }
+    }
+}

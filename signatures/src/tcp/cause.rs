@@ -1,0 +1,110 @@
+//! Why a segment was retransmitted: the cause classes of Tstat (Mellia et al., Computer Networks
+//! 2008) as the Linux sender decides them — its retransmission timer (RTO), a loss probe (TLP,
+//! RFC 8985), ACK-driven recovery (dupACKs, SACK, RACK), a spurious resend (DSACK or an already
+//! acknowledged range) or a copy made by the network.
+
+use tailscope_parsers::decode::TCP_SYN;
+
+use super::direction::{DirSeq, RecoveryKind, Unacked};
+use super::wireshark::FAST_RETX_WINDOW_NS;
+use crate::seq_number::SeqNumber;
+use crate::tags::*;
+
+/// A retransmission after at least this share of the RTO estimate is timer-driven.
+const RTO_SHARE: f64 = 0.75;
+/// A tail loss probe fires no earlier than about this many smoothed RTTs after the last send.
+const TLP_MIN_SRTTS: f64 = 1.0;
+
+/// Whether the sender's retransmission timer has run out by `now` (and how long it has run): it
+/// restarts at every send and at every ACK that advances.
+pub(super) fn timer_fired(fwd: &DirSeq, rev: &DirSeq, now: i64) -> (bool, i64) {
+    let timer_start = match (fwd.last_send_ts, rev.last_advance_ts) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let gap = timer_start.map_or(i64::MAX, |t| now - t);
+    (gap as f64 >= RTO_SHARE * fwd.est.rto() as f64, gap)
+}
+
+/// The cause of one retransmission (exactly one RETX_* bit).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn classify(
+    fwd: &DirSeq,
+    rev: &DirSeq,
+    ta: u32,
+    seq: u32,
+    seglen: u32,
+    flags: u16,
+    now: i64,
+    ip_id: Option<u32>,
+    original: Option<Unacked>,
+    (ack, win, tsval): (u32, u32, Option<u32>),
+) -> u32 {
+    if ta & SPURIOUS_RETRANSMISSION != 0 {
+        return RETX_SPURIOUS;
+    }
+    // The network (or the capture), not the sender, repeated the packet: the same IP ID as the
+    // original, or an exact copy — a sender's own resend changes the ACK, window or timestamp
+    // value, or at least comes later than a millisecond.
+    if let Some(o) = original.filter(|o| o.seq == seq && o.len == seglen) {
+        let same_id = ip_id.is_some_and(|id| id != 0 && o.ip_id == Some(id));
+        let same_fields = o.ack == ack && o.win == win && o.tsval == tsval;
+        if same_id || (same_fields && (tsval.is_some() || now - o.ts_ns < 1_000_000)) {
+            return RETX_NETWORK_DUPLICATE;
+        }
+    }
+    if flags & TCP_SYN != 0 {
+        return RETX_RTO; // handshake segments are only ever resent by their timer
+    }
+    let (timer_fired, gap) = timer_fired(fwd, rev, now);
+    let probed = matches!(fwd.recovery, Some((RecoveryKind::Tlp, _)));
+    match fwd.recovery {
+        // A recovery that stalled until the timer fired is an RTO from here on.
+        Some((RecoveryKind::Fast, _)) if timer_fired => return RETX_RTO,
+        // Later retransmissions of an RTO or fast-recovery episode belong to what started it, up
+        // to its recovery point; data first sent after that point was set is judged on its own.
+        Some((RecoveryKind::Rto, point)) if SeqNumber(seq).before(point) => return RETX_RTO,
+        Some((RecoveryKind::Fast, point)) if SeqNumber(seq).before(point) => return RETX_FAST,
+        // A loss probe is one packet: what follows it is judged on its own.
+        _ => {}
+    }
+    if ta & FAST_RETRANSMISSION != 0 {
+        return RETX_FAST;
+    }
+    let dupacks = rev.dupacknum.max(0);
+    let sacked_above = rev.sack_high.is_some_and(|h| SeqNumber(h).after(seq));
+    let at_hole = rev.lastack == seq;
+    let srtt = fwd.est.srtt().unwrap_or(0);
+    // An ACK-driven resend follows the ACK that revealed the loss promptly (RACK waits at most
+    // a fraction of an RTT); one long after it was the timer, whatever the ACK had shown. From
+    // the capture, the ACK must first reach the sender and the resend come back: the half of the
+    // round trip on the sender's side, which the peer's samples measure (the peer's data passes
+    // the capture, the sender's ACK of it comes back). For a sender next to the capture that is
+    // nothing; for one on the far side it is most of the RTT.
+    let sender_side = rev.est.srtt().unwrap_or(0);
+    let prompt = rev.lastack_ts > 0 && now - rev.lastack_ts <= (srtt + sender_side).max(FAST_RETX_WINDOW_NS);
+    // RACK: a segment sent after this one's latest transmission reached the receiver, so this
+    // one is lost (RFC 8985 §6.2), although no SACK above it is in the latest ACK and it is not
+    // at the hole (losses found this way once the ACKs that showed them have passed).
+    // RACK retransmits on the ACK that delivered the later segment, or when its reordering
+    // window (a quarter of the RTT) runs out: a resend later than that was its timer's.
+    let rack_prompt = rev.lastack_ts > 0 && now - rev.lastack_ts <= sender_side + (srtt / 4).max(FAST_RETX_WINDOW_NS);
+    let rack_lost = rack_prompt && original.is_some_and(|o| fwd.delivered_sent_ts > o.ts_ns);
+    if prompt && (sacked_above || (at_hole && dupacks >= 2) || rack_lost) {
+        return RETX_FAST; // dupACK or SACK driven (RFC 5681, RFC 6675, RFC 8985 RACK)
+    }
+    if timer_fired {
+        return RETX_RTO;
+    }
+    if probed {
+        return RETX_RTO; // a probe fires once per episode; the next timer is the RTO
+    }
+    let highest = seq.wrapping_add(seglen) == fwd.high;
+    if highest && dupacks == 0 && !sacked_above && gap as f64 >= TLP_MIN_SRTTS * srtt as f64 {
+        return RETX_TLP;
+    }
+    if prompt && (sacked_above || (at_hole && dupacks >= 1)) {
+        return RETX_FAST;
+    }
+    RETX_UNKNOWN
+}

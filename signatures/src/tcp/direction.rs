@@ -1,0 +1,167 @@
+//! One direction's sequence state: Wireshark's `tcp_analyze_seq_info` plus what our judgement of
+//! retransmissions, the ACK path and the RTT samples need. Every phase of the analysis reads and
+//! updates it.
+
+use std::collections::VecDeque;
+
+use crate::rtt::{Estimator, Samples};
+
+/// Unacknowledged segments remembered per direction (Wireshark keeps at most 10,000).
+pub(super) const MAX_UNACKED: usize = 10_000;
+/// Timestamp values remembered per direction for echo-based RTT samples.
+pub(super) const MAX_TSVALS: usize = 64;
+/// Holes remembered per direction.
+pub(super) const MAX_HOLES: usize = 64;
+/// SYN-ACK initial sequence numbers remembered per flow (a server answering repeated SYNs with
+/// new ISNs, e.g. SYN cookies).
+pub(super) const MAX_SYNACK_ISNS: usize = 4;
+
+/// A segment sent and not yet acknowledged.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Unacked {
+    pub(super) seq: u32,
+    pub(super) nextseq: u32,
+    pub(super) ts_ns: i64,
+    /// When the bytes at `seq` were first sent (a retransmission keeps the original's time).
+    pub(super) first_ts_ns: i64,
+    pub(super) retransmitted: bool,
+    pub(super) ip_id: Option<u32>,
+    pub(super) len: u32,
+    /// Bytes in flight just after this segment was sent.
+    pub(super) bif: u32,
+    pub(super) sacked: bool,
+    pub(super) ack: u32,
+    pub(super) win: u32,
+    pub(super) tsval: Option<u32>,
+    /// Its index in the pathology detectors' transmission log (server data only).
+    pub(super) tx_idx: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveryKind {
+    Rto,
+    Fast,
+    Tlp,
+}
+
+/// One direction's sequence state (Wireshark's `tcp_analyze_seq_info`, 0 meaning unset, plus
+/// what the cause classification needs).
+#[derive(Debug, Clone)]
+pub struct DirSeq {
+    /// Wireshark's "next expected" (highest sequence seen + 1): drives the peer-compatible tags.
+    pub(super) nextseq: u32,
+    pub(super) nextseq_ts: i64,
+    pub(super) maxseqtobeacked: u32,
+    pub(super) lastack: u32,
+    pub(super) lastack_ts: i64,
+    pub(super) window: u32,
+    pub(super) dupacknum: i32,
+    pub(super) lastsegmentflags: u32,
+    pub(super) segments: VecDeque<Unacked>,
+    /// Highest right edge of the SACK blocks in this direction's latest ACK.
+    pub(super) sack_high: Option<u32>,
+    pub(super) last_send_ts: Option<i64>,
+    /// Data this direction sends, acked by the other: its RTO estimate and samples.
+    pub est: Estimator,
+    pub rtt: Samples,
+    pub(super) recovery: Option<(RecoveryKind, u32)>,
+    /// The current recovery episode began with a tail loss.
+    pub(super) tail_episode: bool,
+    pub(super) recovery_since: Option<i64>,
+    pub(super) tsvals: VecDeque<(u32, i64)>,
+    pub(super) last_tsval: Option<u32>,
+    /// Sequence ranges skipped by this direction (seen as `lost_segment`), with when the hole
+    /// appeared: a later segment filling one is reordering or a retransmission, by its age.
+    pub(super) holes: VecDeque<(u32, u32, i64)>,
+    /// Holes the receiver reported in SACKs for this direction's data: (start, end, resent).
+    pub(super) sack_holes: VecDeque<(u32, u32, bool)>,
+    /// When this direction's ACK last advanced: Linux re-arms the sender's RTO there.
+    pub(super) last_advance_ts: Option<i64>,
+    /// Recent retransmissions of this direction: (seq, end, tags, delay), for D-SACK checks.
+    pub(super) recent_retx: VecDeque<(u32, u32, u32, i64)>,
+    /// RACK (RFC 8985 §6.1): the latest send time of this direction's segments the receiver is
+    /// known to have got (SACKed or acknowledged); 0 before any.
+    pub(super) delivered_sent_ts: i64,
+    /// tailscope's highest sequence sent + 1 (0 unset), which our judgement uses: it moves as
+    /// `nextseq` does, except that a segment with a damaged sequence number (`BAD_SEQ`) does not
+    /// move it, a FIN on a RST takes no sequence number, and it restarts when the client
+    /// acknowledges a SYN-ACK with a new ISN (docs/signatures.md).
+    pub(super) high: u32,
+    /// When the peer first acknowledged bytes of this direction beyond `high` (bytes the capture
+    /// had not seen); cleared when `high` reaches the peer's ACK.
+    pub(super) acked_ahead_ts: Option<i64>,
+    /// The ACK number and raw window of this direction's latest packet with the ACK flag, and
+    /// whether it was a SYN (whose window is never scaled).
+    pub(super) adv: Option<(u32, u16, bool)>,
+    /// This direction's previous packet: its IPv4 ID and where its sequence range ends (for
+    /// telling a damaged copy of it).
+    pub(super) prev: Option<(u32, u32)>,
+    /// This sender gave two different segments the same IPv4 ID (a constant ID): its IDs do not
+    /// tell copies.
+    pub(super) ip_id_reused: bool,
+}
+
+impl Default for DirSeq {
+    fn default() -> Self {
+        DirSeq {
+            nextseq: 0,
+            nextseq_ts: 0,
+            maxseqtobeacked: 0,
+            lastack: 0,
+            lastack_ts: 0,
+            window: u32::MAX,
+            dupacknum: 0,
+            lastsegmentflags: 0,
+            segments: VecDeque::new(),
+            sack_high: None,
+            last_send_ts: None,
+            est: Estimator::default(),
+            rtt: Samples::default(),
+            recovery: None,
+            tail_episode: false,
+            recovery_since: None,
+            tsvals: VecDeque::new(),
+            last_tsval: None,
+            holes: VecDeque::new(),
+            sack_holes: VecDeque::new(),
+            recent_retx: VecDeque::new(),
+            last_advance_ts: None,
+            delivered_sent_ts: 0,
+            high: 0,
+            acked_ahead_ts: None,
+            adv: None,
+            prev: None,
+            ip_id_reused: false,
+        }
+    }
+}
+
+impl DirSeq {
+    /// Drop what only live analysis uses (the flow has ended).
+    pub(super) fn release(&mut self) {
+        self.segments = VecDeque::new();
+        self.holes = VecDeque::new();
+        self.sack_holes = VecDeque::new();
+        self.tsvals = VecDeque::new();
+    }
+
+    /// Give back spare capacity, keeping every entry.
+    pub(super) fn shrink_to_fit(&mut self) {
+        self.segments.shrink_to_fit();
+        self.holes.shrink_to_fit();
+        self.sack_holes.shrink_to_fit();
+        self.tsvals.shrink_to_fit();
+        self.recent_retx.shrink_to_fit();
+        self.rtt.shrink_to_fit();
+    }
+}
+
+/// The sending direction's state and its peer's, both mutable.
+pub(super) fn sender_and_peer(dirs: &mut [DirSeq; 2], dir: usize) -> (&mut DirSeq, &mut DirSeq) {
+    let (a, b) = dirs.split_at_mut(1);
+    if dir == 0 {
+        (&mut a[0], &mut b[0])
+    } else {
+        (&mut b[0], &mut a[0])
+    }
+}

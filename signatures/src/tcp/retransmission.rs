@@ -1,0 +1,298 @@
+//! Our judgement of a segment, after Wireshark's tags: whether its sequence number can be
+//! trusted, whether it is a retransmission or reordering (by the vantage and the age of the hole
+//! it fills), and for a retransmission the recovery episode it belongs to, the tail loss it may
+//! reveal, and its counters. Its cause is named in `cause`.
+
+use tailscope_parsers::decode::{TCP_RST, TCP_SYN};
+
+use super::cause::{classify, timer_fired};
+use super::direction::{sender_and_peer, DirSeq, RecoveryKind, MAX_HOLES};
+use super::handshake::Vantage;
+use super::wireshark::OOO_DEFAULT_NS;
+use super::{Segment, TcpFlowStats, TcpState};
+use crate::seq_number::SeqNumber;
+use crate::tags::*;
+
+/// Window scale assumed for a peer whose handshake was not seen (RFC 7323's largest).
+const MAX_WSCALE: u8 = 14;
+/// How far past the peer's advertised window a segment may start before it is out of window,
+/// beyond one more window (ACKs the capture missed, a window that grew): see `beyond_window`.
+const WINDOW_SLACK: u64 = 65_535;
+/// A hole filled within this share of the path's minimum RTT cannot have been filled by a
+/// retransmission (that needs at least a round trip to the sender): it is reordering.
+const REORDER_RTT_SHARE: f64 = 0.5;
+
+/// What our judgement concluded about one segment, for the phases after it.
+pub(super) struct Judged {
+    /// Where the segment's sequence range ends on our mark.
+    pub(super) end: u32,
+    /// Its sequence number is not trusted (`BAD_SEQ`): it moves no mark.
+    pub(super) bad_seq: bool,
+    /// It ends beyond the sender's highest sequence so far (or none is known).
+    pub(super) beyond_mark: bool,
+    /// An original recorded after the ACK that covered it: nothing to wait for.
+    pub(super) late_original: bool,
+    pub(super) is_retx: bool,
+    /// Age of the hole this segment filled, if it filled one.
+    pub(super) hole_age: Option<i64>,
+    /// For reordering: how long its hole stayed open.
+    pub(super) reorder_ns: Option<i64>,
+}
+
+impl TcpState {
+    /// Our judgement of one segment: damaged sequence number, retransmission or reordering.
+    pub(super) fn judge(&mut self, s: &Segment<'_>, ta: &mut u32) -> Judged {
+        let (seq, flags, seglen, now) = (s.seq, s.flags, s.seglen, s.now);
+        // The peer's window scale; the largest possible when the handshake was not seen (both
+        // SYNs seen without scaling on both: none).
+        let handshake_seen = self.first_syn_ts.is_some() && self.first_synack_ts.is_some();
+        let peer_shift = s.peer_window_shift.unwrap_or(if handshake_seen { 0 } else { MAX_WSCALE });
+        let (fwd, rev) = sender_and_peer(&mut self.dir, s.dir);
+        // Where this segment's sequence range ends on our mark: a FIN (or SYN) on a RST takes no
+        // sequence number (the receiver acts on the RST, RFC 9293 §3.10.7.4).
+        let end = seq.wrapping_add(seglen).wrapping_add(u32::from(s.syn_fin && flags & TCP_RST == 0));
+        // Sequence numbers we do not trust, which must not move our mark (`bad_seq`): a segment
+        // starting far beyond the window the peer advertised, which the receiver would drop
+        // (RFC 9293 §3.10.7.4); and a copy of the sender's previous packet (the same IPv4 ID: one
+        // datagram seen twice) whose range ends elsewhere, beyond our mark: one of the two copies
+        // was damaged, and this one claims bytes nothing else shows were sent. A sender whose
+        // next segment carries the same ID (new data right after the previous packet's range)
+        // reuses IDs, which then tell nothing.
+        let oow = flags & TCP_SYN == 0 && beyond_window(rev, seq, peer_shift);
+        let beyond_mark = fwd.high == 0 || SeqNumber(end).after(fwd.high);
+        let same_id_as = fwd.prev.filter(|&(id, _)| id != 0 && s.ip_id == Some(id)).map(|(_, e)| e);
+        if same_id_as == Some(seq) && end != seq {
+            fwd.ip_id_reused = true;
+        }
+        let bad_copy = !fwd.ip_id_reused && same_id_as.is_some_and(|e| e != end) && beyond_mark;
+        fwd.prev = s.ip_id.map(|id| (id, end));
+        let bad_seq = oow || bad_copy;
+        if bad_seq {
+            *ta |= BAD_SEQ;
+        }
+        // Wireshark's flags say whether a segment is below its mark. Bytes at or above ours were
+        // never sent before (Wireshark's mark may have been lifted by a damaged segment, or count
+        // in an abandoned ISN's sequence space): a first transmission.
+        let fresh = fwd.high == 0 || !SeqNumber(seq).before(fwd.high);
+        let spurious = *ta & SPURIOUS_RETRANSMISSION != 0;
+        // Below the peer's ACK, never seen, and stamped before any ACK that covered it: the
+        // original, written to the file after that ACK (timestamps out of order), not a resend.
+        let late_original = spurious && fresh && fwd.acked_ahead_ts.is_some_and(|t| now < t);
+        // Wireshark calls any hole-filler seen soon after the highest segment "out of order".
+        // A segment from the host next to the capture cannot be reordered before it, so it is a
+        // retransmission; one from the far side is reordering only if its hole was younger than
+        // a retransmission could be (half the path's minimum RTT), else it was lost upstream.
+        let not_advanced = *ta & (OUT_OF_ORDER | RETRANSMISSION) != 0 && !spurious && !fresh;
+        let mut is_retx = if spurious { !late_original } else { *ta & RETRANSMISSION != 0 && !fresh };
+        let mut reorder_ns = None;
+        let mut hole_age = None;
+        if not_advanced {
+            let local = self.vantage.local_dir() == Some(s.dir);
+            hole_age = take_hole(fwd, seq, seglen, now);
+            let min_rtt = if self.first_rtt_ns > 0 { self.first_rtt_ns } else { OOO_DEFAULT_NS * 2 };
+            let young = hole_age.is_some_and(|age| (age as f64) < REORDER_RTT_SHARE * min_rtt as f64);
+            let reordered = if local {
+                false
+            } else if self.vantage == Vantage::Unknown {
+                *ta & OUT_OF_ORDER != 0 // no vantage: keep Wireshark's timing heuristic
+            } else {
+                // Even when Wireshark calls it a (fast) retransmission, a hole filled this soon
+                // cannot have been a resend: the dupACKs had no time to reach the sender.
+                young
+            };
+            if reordered {
+                is_retx = false;
+                *ta |= REORDERED;
+                reorder_ns = hole_age;
+                if let Some(age) = hole_age {
+                    self.stats.reorder_extent_max_ns = self.stats.reorder_extent_max_ns.max(age);
+                }
+            } else {
+                is_retx = true;
+            }
+        }
+        Judged { end, bad_seq, beyond_mark, late_original, is_retx, hole_age, reorder_ns }
+    }
+
+    /// A retransmission: its cause, the tail loss it may reveal, the recovery episode it opens or
+    /// continues, and its counters. Returns the time since its bytes were first sent.
+    pub(super) fn retransmission(&mut self, s: &Segment<'_>, ta: &mut u32, hole_age: Option<i64>) -> i64 {
+        let (seq, seglen, flags, now) = (s.seq, s.seglen, s.flags, s.now);
+        let (fwd, rev) = sender_and_peer(&mut self.dir, s.dir);
+        let original = fwd
+            .segments
+            .iter()
+            .find(|u| u.seq == seq || (SeqNumber(u.seq).at_or_before(seq) && SeqNumber(seq).before(u.nextseq)))
+            .copied();
+        // Bytes the capture never saw (lost before it) were first sent before the segment
+        // that showed their hole: the hole's age is what the loss cost at least.
+        let unseen_since = hole_age.map(|age| now - age).or(fwd.last_send_ts).unwrap_or(now);
+        let first_ts = original.map_or(unseen_since, |u| u.first_ts_ns);
+        let copy_fields = (s.ack, s.window, s.tcp.ts.map(|x| x.0));
+        let original = fwd.segments.iter().rev().find(|u| u.seq == seq && u.len == seglen).copied().or(original);
+        let cause = classify(fwd, rev, *ta, seq, seglen, flags, now, s.ip_id, original, copy_fields);
+        *ta |= cause;
+        // Tail loss: a timer-driven recovery (RTO or TLP) with nothing above the hole acked
+        // or SACKed, so the last segment(s) of the burst were what was lost. Data only: a lost
+        // bare FIN (or SYN) delays no response.
+        if cause & (RETX_RTO | RETX_TLP) != 0 && seglen > 0 && flags & TCP_SYN == 0 && fwd.recovery.is_none() {
+            // Everything beyond the cumulative ACK is outstanding and un-SACKed: the burst
+            // lost its end (one segment or several), and a timer had to notice.
+            let nothing_above = SeqNumber(rev.lastack).at_or_before(seq)
+                && rev.sack_high.is_none_or(|h| SeqNumber(h).at_or_before(rev.lastack));
+            if nothing_above {
+                *ta |= TAIL_LOSS;
+                fwd.tail_episode = true;
+                self.stats.tail_losses += 1;
+                self.stats.tail_loss_delay_ns += now - first_ts;
+            }
+        }
+        enter_recovery(fwd, rev, cause, now);
+        record_retx(&mut self.stats, &mut self.retx_run, s.dir, seq, seglen, *ta, now - first_ts);
+        if seglen > 0 {
+            if fwd.recent_retx.len() >= MAX_HOLES {
+                fwd.recent_retx.pop_front();
+            }
+            fwd.recent_retx.push_back((seq, seq.wrapping_add(seglen), *ta, now - first_ts));
+        }
+        for h in fwd.sack_holes.iter_mut() {
+            if SeqNumber(h.0).at_or_before(seq) && SeqNumber(seq).before(h.1) {
+                h.2 = true;
+            }
+        }
+        if s.dir == 1 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
+            // The latest transmission of these bytes is the one that was lost.
+            let latest = fwd
+                .segments
+                .iter()
+                .rev()
+                .find(|u| SeqNumber(u.seq).at_or_before(seq) && SeqNumber(seq).before(u.nextseq));
+            if let Some(idx) = latest.and_then(|u| u.tx_idx) {
+                self.path.lost(idx);
+            }
+        }
+        for u in fwd.segments.iter_mut() {
+            if SeqNumber(seq).before(u.nextseq) && SeqNumber(u.seq).before(seq.wrapping_add(seglen.max(1))) {
+                u.retransmitted = true;
+            }
+        }
+        now - first_ts
+    }
+}
+
+/// The recovery episode a retransmission of this cause opens, continues or turns into.
+fn enter_recovery(fwd: &mut DirSeq, rev: &DirSeq, cause: u32, now: i64) {
+    let kind = if cause & RETX_RTO != 0 {
+        Some(RecoveryKind::Rto)
+    } else if cause & RETX_FAST != 0 {
+        Some(RecoveryKind::Fast)
+    } else if cause & RETX_TLP != 0 {
+        Some(RecoveryKind::Tlp)
+    } else {
+        None
+    };
+    match (kind, fwd.recovery) {
+        // A timeout inside an episode (fast recovery, after a probe, or again in an RTO
+        // episode) makes it an RTO one recovering up to everything sent so far: Linux's
+        // tcp_enter_loss sets high_seq = snd_nxt, and retransmits in loss state until
+        // that is acknowledged, however far fast recovery had got. Resends that only
+        // inherit an RTO episode's cause keep its point.
+        (Some(RecoveryKind::Rto), Some((prev, _))) if prev != RecoveryKind::Rto || timer_fired(fwd, rev, now).0 => {
+            fwd.recovery = Some((RecoveryKind::Rto, fwd.high));
+        }
+        (Some(k), None) => {
+            fwd.recovery = Some((k, fwd.high));
+            fwd.recovery_since = Some(now);
+        }
+        // After a probe, the fast recovery that follows takes the episode over.
+        (Some(RecoveryKind::Fast), Some((RecoveryKind::Tlp, point))) => {
+            fwd.recovery = Some((RecoveryKind::Fast, point))
+        }
+        _ => {}
+    }
+}
+
+/// Does a segment starting at `seq` lie beyond any window the peer (`rev`) advertised? The
+/// receiver accepts only segments starting below its ACK + window (RFC 9293 §3.10.7.4). Our view
+/// of that edge is the peer's latest ACK + window (`shift` applied, except on a SYN-ACK); it lags
+/// when the capture missed ACKs or the window grew, so one more window and `WINDOW_SLACK` are
+/// allowed. Unknowable without an ACK from the peer (as for Wireshark and tcptrace, the segment
+/// then counts), or when the allowance reaches half the sequence space.
+fn beyond_window(rev: &DirSeq, seq: u32, shift: u8) -> bool {
+    let Some((ack, win, syn)) = rev.adv else { return false };
+    let wnd = u64::from(win) << if syn { 0 } else { shift.min(MAX_WSCALE) };
+    let allowance = 2 * wnd + WINDOW_SLACK;
+    allowance < 1 << 31 && SeqNumber(seq).after(ack.wrapping_add(allowance as u32))
+}
+
+/// Remove the part of a recorded hole that `[seq, seq+len)` fills; the hole's age if it had one.
+fn take_hole(d: &mut DirSeq, seq: u32, len: u32, now: i64) -> Option<i64> {
+    let end = seq.wrapping_add(len.max(1));
+    let i = d.holes.iter().position(|&(a, b, _)| SeqNumber(a).at_or_before(seq) && SeqNumber(seq).before(b))?;
+    let (a, b, t) = d.holes[i];
+    d.holes.remove(i);
+    if SeqNumber(a).before(seq) {
+        d.holes.insert(i, (a, seq, t));
+    }
+    if SeqNumber(end).before(b) {
+        d.holes.push_back((end, b, t));
+    }
+    Some(now - t)
+}
+
+/// Move a retransmission proved spurious from its cause's counters to `retx_spurious` (and out
+/// of the tail losses if it was counted as one).
+pub(super) fn unspurious_stats(s: &mut TcpFlowStats, tags: u32, delay: i64) {
+    let counter = if tags & RETX_RTO != 0 {
+        &mut s.retx_rto
+    } else if tags & RETX_FAST != 0 {
+        &mut s.retx_fast
+    } else if tags & RETX_TLP != 0 {
+        &mut s.retx_tlp
+    } else if tags & RETX_NETWORK_DUPLICATE != 0 {
+        &mut s.retx_network_duplicate
+    } else {
+        &mut s.retx_unknown
+    };
+    *counter = counter.saturating_sub(1);
+    s.retx_spurious += 1;
+    if tags & TAIL_LOSS != 0 {
+        s.tail_losses = s.tail_losses.saturating_sub(1);
+        s.tail_loss_delay_ns -= delay;
+    }
+}
+
+fn record_retx(
+    s: &mut TcpFlowStats,
+    retx_run: &mut Option<(u32, u32)>,
+    dir: usize,
+    seq: u32,
+    seglen: u32,
+    ta: u32,
+    delay: i64,
+) {
+    if seglen > 0 {
+        s.retx_packets[dir] += 1;
+        s.retx_bytes[dir] += u64::from(seglen);
+    }
+    if ta & RETX_RTO != 0 {
+        s.retx_rto += 1;
+    } else if ta & RETX_FAST != 0 {
+        s.retx_fast += 1;
+    } else if ta & RETX_TLP != 0 {
+        s.retx_tlp += 1;
+    } else if ta & RETX_SPURIOUS != 0 {
+        s.retx_spurious += 1;
+    } else if ta & RETX_NETWORK_DUPLICATE != 0 {
+        s.retx_network_duplicate += 1;
+    } else {
+        s.retx_unknown += 1;
+    }
+    s.retx_delays_ns.add(delay);
+    let run = match *retx_run {
+        Some((start, n)) if start == seq => n + 1,
+        _ => 1,
+    };
+    *retx_run = Some((seq, run));
+    s.max_retx_per_segment = s.max_retx_per_segment.max(run);
+}

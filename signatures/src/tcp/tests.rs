@@ -1,0 +1,211 @@
+//! Unit tests of the TCP analysis.
+
+use tailscope_parsers::decode::{TcpInfo, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
+
+use super::{Analysis, PacketIn, TcpState};
+use crate::tags::*;
+
+const MS: i64 = 1_000_000;
+const A: u16 = TCP_ACK;
+const PA: u16 = TCP_ACK | 0x008;
+
+/// One packet through the analysis: (direction 0 = c2s, time in ms, seq, ack, flags, payload
+/// length, raw window, IPv4 ID).
+#[allow(clippy::too_many_arguments)]
+fn feed(
+    st: &mut TcpState,
+    dir: usize,
+    ms: i64,
+    seq: u32,
+    ack: u32,
+    flags: u16,
+    len: u32,
+    window: u16,
+    ip_id: Option<u32>,
+) -> Analysis {
+    let tcp = TcpInfo { seq, ack, flags, window, header_len: 20, ..TcpInfo::default() };
+    st.analyze(&PacketIn { dir, ts_ns: ms * MS, tcp: &tcp, seglen: len, ip_id, peer_window_shift: None })
+}
+
+/// A handshake at 0-40 ms (client ISN `c`, server ISN `s`) and a 100-byte request at 41 ms.
+fn handshake_and_request(c: u32, s: u32) -> TcpState {
+    let mut st = TcpState::default();
+    feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, None);
+    feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, None);
+    feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, None);
+    feed(&mut st, 0, 41, c + 1, s + 1, PA, 100, 65535, None);
+    st
+}
+
+fn cause(a: &Analysis) -> Option<&'static str> {
+    cause_name(a.tags)
+}
+
+/// RACK (RFC 8985 §6.2): a segment sent before one the receiver got is lost; its prompt resend
+/// is a fast retransmit although the latest ACK neither SACKs above it nor repeats (the SACK
+/// block that showed the later segment can have dropped off the receiver's list).
+#[test]
+fn a_prompt_resend_on_rack_evidence_is_a_fast_retransmit() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = handshake_and_request(c, s);
+    for i in 0..3u32 {
+        feed(&mut st, 1, 50 + i64::from(i), s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+    }
+    feed(&mut st, 0, 90, c + 101, s + 1001, A, 0, 65535, None); // segment 0 acked, no SACK
+    let mut rack = st.clone();
+    rack.dir[1].delivered_sent_ts = 52 * MS; // segment 2 was SACKed by an earlier ACK
+    let resend = |st: &mut TcpState| cause(&feed(st, 1, 91, s + 1001, c + 101, PA, 1000, 65535, None));
+    assert_eq!(resend(&mut rack), Some("fast_retransmit"));
+    assert_eq!(resend(&mut st), Some("unknown"), "no evidence without RACK");
+}
+
+/// tls_multiple_synack_different_seq.pcapng: the server answers with SYN-ACKs of different
+/// ISNs and the client acknowledges a later one. Its data is a first transmission, although
+/// Wireshark's mark (from the first ISN) still flags it; a real resend is still one.
+#[test]
+fn acked_new_isn_restarts_the_server_sequence() {
+    let (c, s1) = (3_420_771_759u32, 238_755_595u32);
+    let s2 = 2_829_651_200u32; // 2.6e9 above s1: behind it in sequence arithmetic
+    let mut st = TcpState::default();
+    feed(&mut st, 0, 0, c - 1, 0, TCP_SYN, 0, 65535, None);
+    feed(&mut st, 1, 1, s1, c, TCP_SYN | A, 0, 65535, None);
+    let again = feed(&mut st, 1, 3_000, s1, c, TCP_SYN | A, 0, 65535, None);
+    assert_ne!(again.tags & SYNACK_RETRANSMISSION, 0, "same ISN: a SYN-ACK retransmission");
+    let new_isn = feed(&mut st, 1, 9_000, s2, c, TCP_SYN | A, 0, 65535, None);
+    assert_ne!(new_isn.tags & SYNACK_RETRANSMISSION, 0, "still a repeated answer to the handshake");
+    feed(&mut st, 0, 9_300, c, s2 + 1, PA, 517, 8192, None);
+    for (i, len) in [96u32, 1360, 1360].iter().enumerate() {
+        let off: u32 = [96u32, 1360, 1360][..i].iter().sum();
+        let a = feed(&mut st, 1, 9_500, s2 + 1 + off, c + 517, PA, *len, 119, None);
+        assert_ne!(a.tags & RETRANSMISSION, 0, "Wireshark's flag stays (tshark agrees)");
+        assert_eq!((cause(&a), a.retx_delay_ns), (None, None), "segment {i} is a first transmission");
+    }
+    assert_eq!(st.stats.retx_packets, [0, 0]);
+    assert_eq!(st.dir[1].high, s2 + 1 + 96 + 2720);
+    // The client never acks the last segment: its resend 2 s later is a retransmission.
+    let resend = feed(&mut st, 1, 11_500, s2 + 1 + 1456, c + 517, PA, 1360, 119, None);
+    assert_eq!(cause(&resend), Some("rto"));
+    assert_eq!(st.stats.retx_packets, [0, 1]);
+}
+
+/// reasm_crash_anon.pcapng frames 6-9: a pure ACK whose sequence number is damaged to 402 MB
+/// ahead, a copy of it (same IPv4 ID) damaged differently, then the client's next request.
+#[test]
+fn damaged_sequence_numbers_do_not_move_the_mark() {
+    let (c, s) = (1_006_330_879u32, 3_717_323_610u32);
+    let mut st = TcpState::default(); // mid-stream: no handshake, window scale unknown
+    feed(&mut st, 0, 0, c, s, PA, 13, 8507, Some(0x18d));
+    feed(&mut st, 1, 1, s, c + 13, PA, 54, 453, Some(0xa51e));
+    // Without an ACK from the peer nothing is out of window (as for Wireshark and tcptrace):
+    let mut fresh = TcpState::default();
+    let far = feed(&mut fresh, 0, 0, c + 0x1800_0000, s, A, 0, 8507, Some(1));
+    assert_eq!(far.tags & BAD_SEQ, 0);
+    // 402 MB beyond the server's ACK, far past 2 x (453 << 14) + 64 KiB: damaged.
+    let bad = feed(&mut st, 0, 2, c + 13 + 0x1800_0000, s + 54, A, 12, 8507, Some(0x18f));
+    assert_ne!(bad.tags & BAD_SEQ, 0);
+    assert_ne!(bad.tags & LOST_SEGMENT, 0, "Wireshark's tag stays");
+    // Its copy, 32 bytes ahead: in the window, but the copies disagree and this one jumps.
+    let copy = feed(&mut st, 0, 3, c + 13 + 32, s + 54, A, 0, 8507, Some(0x18f));
+    assert_ne!(copy.tags & BAD_SEQ, 0);
+    assert_eq!(st.dir[0].high, c + 13);
+    let next = feed(&mut st, 0, 30_000, c + 13, s + 54, PA, 13, 8507, Some(0x190));
+    assert_ne!(next.tags & RETRANSMISSION, 0, "Wireshark's mark is 402 MB ahead");
+    assert_eq!((cause(&next), next.tags & TAIL_LOSS), (None, 0));
+    // An identical copy (capture duplicate) is no damage, and still a network duplicate.
+    let dup = feed(&mut st, 0, 30_000, c + 13, s + 54, PA, 13, 8507, Some(0x190));
+    assert_eq!((dup.tags & BAD_SEQ, cause(&dup)), (0, Some("network_duplicate")));
+    assert_eq!(st.stats.retx_packets, [1, 0]);
+}
+
+/// A sender with a constant (non-zero) IPv4 ID: its segments are not copies of each other,
+/// even when one jumps past a hole.
+#[test]
+fn constant_ip_id_is_no_copy() {
+    let (c, s) = (1_000u32, 9_000u32);
+    let mut st = TcpState::default();
+    feed(&mut st, 1, 0, s, c, A, 0, 453, None);
+    for (i, at) in [0u32, 1000, 3000].iter().enumerate() {
+        let a = feed(&mut st, 0, 1 + i as i64, c + at, s, PA, 1000, 8507, Some(7));
+        assert_eq!(a.tags & BAD_SEQ, 0);
+    }
+    assert_eq!(st.dir[0].high, c + 4000);
+    let fill = feed(&mut st, 0, 500, c + 2000, s, PA, 1000, 8507, Some(7));
+    assert!(cause(&fill).is_some(), "the hole's bytes were sent before (lost upstream)");
+}
+
+/// reasm_crash_anon.pcapng frames 34-35: a FIN on a RST (damaged flags) takes no sequence
+/// number on our mark, so the next request at the same sequence number is new data.
+#[test]
+fn fin_on_a_rst_takes_no_sequence_number() {
+    let (c, s) = (1_000u32, 9_000u32);
+    let mut st = TcpState::default();
+    feed(&mut st, 0, 0, c, s, PA, 13, 8507, None);
+    feed(&mut st, 1, 1, s, c + 13, PA, 54, 453, None);
+    let rst_fin = feed(&mut st, 0, 2, c + 13, s + 54, TCP_RST | TCP_FIN | A, 0, 59, None);
+    assert_eq!(st.dir[0].high, c + 13);
+    assert_eq!(cause(&rst_fin), None);
+    let next = feed(&mut st, 0, 30_000, c + 13, s + 54, PA, 13, 8507, None);
+    assert_eq!(cause(&next), None);
+    assert_eq!(st.dir[0].nextseq, c + 26);
+    // A plain FIN does take one.
+    feed(&mut st, 0, 30_001, c + 26, s + 54, TCP_FIN | A, 0, 8507, None);
+    assert_eq!(st.dir[0].high, c + 27);
+}
+
+/// ipv6-http-atomic-frag.pcap frames 5-8: the client's request is written to the file after
+/// the server's ACK of it, stamped 27 us before that ACK. It is the original, not a spurious
+/// retransmission; the same bytes sent again after the ACK are one.
+#[test]
+fn late_recorded_original_is_no_retransmission() {
+    let (c, s) = (3_810_442_574u32, 3_185_309_716u32);
+    let mut st = TcpState::default();
+    let at = |st: &mut TcpState, dir: usize, t_us: i64, seq: u32, ack: u32, flags: u16, len: u32| {
+        let tcp = TcpInfo { seq, ack, flags, window: 8192, header_len: 20, ..TcpInfo::default() };
+        st.analyze(&PacketIn { dir, ts_ns: t_us * 1_000, tcp: &tcp, seglen: len, ip_id: None, peer_window_shift: None })
+    };
+    at(&mut st, 0, 0, c, 0, TCP_SYN, 0);
+    at(&mut st, 1, 12, s, c + 1, TCP_SYN | A, 0);
+    at(&mut st, 0, 13_000, c + 1, s + 1, A, 0);
+    at(&mut st, 1, 41_740, s + 1, c + 16, A, 0); // acks 15 bytes not seen yet
+    let late = at(&mut st, 0, 41_713, c + 1, s + 1, PA, 15);
+    assert_ne!(late.tags & SPURIOUS_RETRANSMISSION, 0, "Wireshark's flags stay (tshark agrees)");
+    assert_eq!((cause(&late), late.retx_delay_ns), (None, None));
+    assert_eq!(st.stats.retx_packets, [0, 0]);
+    let again = at(&mut st, 0, 50_000, c + 1, s + 1, PA, 15);
+    assert_eq!(cause(&again), Some("spurious"));
+    // In time order, bytes never seen but already acknowledged stay spurious (Wireshark).
+    let mut st = TcpState::default();
+    at(&mut st, 0, 0, c, 0, TCP_SYN, 0);
+    at(&mut st, 1, 12, s, c + 1, TCP_SYN | A, 0);
+    at(&mut st, 1, 41_740, s + 1, c + 16, A, 0);
+    let after = at(&mut st, 0, 41_800, c + 1, s + 1, PA, 15);
+    assert_eq!(cause(&after), Some("spurious"));
+}
+
+/// A closed flow lingering for late packets gives back its buffers' spare capacity, and a
+/// late packet is analysed exactly as without the compaction.
+#[test]
+fn compacting_a_closed_flow_keeps_its_analysis() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = handshake_and_request(c, s);
+    for i in 0..200u32 {
+        feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+    }
+    let end = s + 1 + 200_000;
+    feed(&mut st, 0, 90, c + 101, end, A, 0, 65535, None);
+    feed(&mut st, 1, 91, end, c + 101, TCP_FIN | A, 0, 65535, None);
+    feed(&mut st, 0, 131, c + 101, end + 1, TCP_FIN | A, 0, 65535, None);
+    feed(&mut st, 1, 132, end + 1, c + 102, A, 0, 65535, None);
+    assert!(st.dir[1].segments.capacity() >= 200, "the in-flight queue grew");
+    let mut compact = st.clone();
+    compact.compact();
+    assert_eq!(compact.dir[1].segments.capacity(), 0);
+    assert!(compact.path.tx.capacity() == compact.path.tx.len());
+    // A late resend of the server's FIN a second later, then the flow ends.
+    let late = |st: &mut TcpState| {
+        let a = feed(st, 1, 1_132, end, c + 102, TCP_FIN | A, 0, 65535, None);
+        st.finish(2_000 * MS);
+        format!("{a:?} {:?} {:?}", st.stats, st.verdicts)
+    };
+    assert_eq!(late(&mut compact), late(&mut st));
+}
