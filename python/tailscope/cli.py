@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "tailscope.jobs.cli_report",
     "tailscope.jobs.cli_conn",
     "tailscope.jobs.cli_export",
+    "tailscope.jobs.cli_plot",
     "tailscope.capture.cli",
 ]
 
