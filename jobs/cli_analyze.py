@@ -62,6 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress line and no per-file summary")
     p.add_argument("--json", action="store_true", help="print the run manifest as JSON instead of the summary")
     p.add_argument("--keylog", action="append", default=[], type=Path, metavar="FILE", help="TLS key log (SSLKEYLOGFILE format): decrypt the QUIC connections it has secrets for and tag their loss, retransmissions and reordering (repeatable; the SSLKEYLOGFILE variable is not read)")
+    p.add_argument("--pseudonymize-clients", type=Path, metavar="KEYFILE",
+                   help="store client addresses as Crypto-PAn pseudonyms keyed by KEYFILE (32 bytes, raw or hex: "
+                        "openssl rand -hex 32); enrichment still reads the real address; docs/privacy.md")
     g = p.add_argument_group("enrichment (flows and queries; docs/enrichment.md)")
     g.add_argument("--prefixes", action="append", default=[], type=Path, metavar="FILE.csv", help="IP-prefix table: prefix,carrier[,asn] (longest prefix wins; repeatable)")
     g.add_argument("--asn-db", type=Path, metavar="FILE.mmdb", help="MaxMind-format ASN/ISP database, for addresses no --prefixes row covers")
@@ -134,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
         max_flows=args.max_flows,
         checksums=not args.no_checksums,
         keylogs=[str(k) for k in args.keylog],
+        pseudonymize_key=str(args.pseudonymize_clients) if args.pseudonymize_clients else None,
         progress=not args.quiet and not args.json,
         incremental=args.incremental,
         reprocess=args.reprocess,
@@ -152,6 +156,10 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         conf[key] = value
     from tailscope.jobs.ledger import LedgerError
+    from tailscope.jobs.pseudonymize import PseudonymKeyError, key_warning
+
+    if args.pseudonymize_clients and (warning := key_warning(args.pseudonymize_clients)):
+        print(f"tailscope analyze: warning: {warning}", file=sys.stderr)
     from tailscope.jobs.spark_engine import SparkUnavailable
 
     try:
@@ -163,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             _skip_pyarrow_pandas_probe()
             result = analyze(args.inputs, args.out, options, argv=sys.argv[1:])
-    except (EnrichmentError, LedgerError, SparkUnavailable) as exc:
+    except (EnrichmentError, LedgerError, SparkUnavailable, PseudonymKeyError) as exc:
         print(f"tailscope analyze: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:

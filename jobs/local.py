@@ -24,6 +24,7 @@ from tailscope.jobs.dataset import StagedWriter, recover
 from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
 from tailscope.jobs.inputs import InputFile, resolve
 from tailscope.jobs.progress import Progress
+from tailscope.jobs.pseudonymize import Pseudonymizer, load_key
 from tailscope.jobs.storage import filesystem, is_url
 
 MANIFEST_SCHEMA_VERSION = 1
@@ -50,6 +51,8 @@ class AnalyzeOptions:
     # SSLKEYLOGFILE paths: QUIC connections they hold secrets for are decrypted (explicit only:
     # the SSLKEYLOGFILE environment variable is never read).
     keylogs: list[str] = field(default_factory=list)
+    # a Crypto-PAn key file: client addresses are stored as their pseudonyms (jobs/pseudonymize.py)
+    pseudonymize_key: str | None = None
 
 
 @dataclass
@@ -275,6 +278,7 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
     options = options or AnalyzeOptions()
     # first: a bad enrichment source (EnrichmentError, naming file and line) is a usage error
     enricher = open_enrichment(options.enrichment)
+    pseudonymizer = open_pseudonymizer(options)
     out = Path(out)
     run_id = new_run_id()
     started = dt.datetime.now(dt.timezone.utc)
@@ -314,6 +318,8 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
         def emit(table, batch):
             out = enricher.apply(table, batch)
             if out is not None:
+                if pseudonymizer is not None:  # after enrichment, which reads the real address
+                    out = pseudonymizer.apply(table, out)
                 writer.write(table, out)
 
         def close_session():
@@ -371,6 +377,7 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
 
         writer.write("files", files_table(reports, run_id))
         totals["enrichment"] = enricher.summary()
+        totals["pseudonymization"] = pseudonymization_summary(pseudonymizer)
         manifest = _manifest(run_id, started, t0, inputs, options, reports, totals, writer.rows, removed, argv, already)
         if replacement:
             manifest["reprocessed"] = replacement.inputs
@@ -382,6 +389,20 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
     finally:
         enricher.close()
     return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)
+
+
+def open_pseudonymizer(options: AnalyzeOptions) -> Pseudonymizer | None:
+    """The run's pseudonymizer, or None; a bad key file raises PseudonymKeyError (a usage error)."""
+    if not options.pseudonymize_key:
+        return None
+    return Pseudonymizer(load_key(options.pseudonymize_key))
+
+
+def pseudonymization_summary(p: Pseudonymizer | None) -> dict | None:
+    """For the manifest: that client addresses are pseudonyms, and which key (never the key)."""
+    if p is None:
+        return None
+    return {"clients": "crypto-pan", "key_fingerprint": p.fingerprint}
 
 
 def _internal_error(report: FileReport, message: str) -> None:
@@ -445,6 +466,7 @@ def _manifest(run_id, started, t0, inputs, options, reports, totals, rows, remov
             "files_already_processed": len(already),
             "enrichment": totals.get("enrichment"),
             "quic_keylog": totals.get("quic_keylog"),
+            "pseudonymization": totals.get("pseudonymization"),
             "rows": dict(rows),
         },
         "recovered_leftovers": removed,

@@ -36,6 +36,7 @@ from tailscope import _native
 from tailscope.jobs.dataset import StagedPart, StagedWriter, recover
 from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
 from tailscope.jobs import ledger, storage
+from tailscope.jobs.pseudonymize import Pseudonymizer, load_key
 from tailscope.jobs.local import (
     SESSION_COUNTERS,
     AnalyzeOptions,
@@ -49,7 +50,9 @@ from tailscope.jobs.local import (
     add_session_totals,
     files_table,
     new_run_id,
+    open_pseudonymizer,
     plan_order,
+    pseudonymization_summary,
     resolve_inputs,
     rotation_group,
     sha256_of,
@@ -241,6 +244,8 @@ class _ReplayJob:
     enrichment: EnrichmentOptions | None
     keylogs: list[str]
     fs_config: dict
+    # the Crypto-PAn key (the executors do not read the driver's key file)
+    pseudonymize_key: bytes | None = None
 
 
 def _native_frames(b: pa.RecordBatch) -> pa.RecordBatch:
@@ -293,9 +298,13 @@ def _replay_partitions(job: _ReplayJob):
         totals = dict.fromkeys(SESSION_COUNTERS, 0)
         replayer, capture_no = None, None
 
+        pseudonymizer = Pseudonymizer(job.pseudonymize_key) if job.pseudonymize_key else None
+
         def emit(table, batch):
             out = enricher.apply(table, batch)
             if out is not None:  # None: query_flows, consumed by the enrichment
+                if pseudonymizer is not None:
+                    out = pseudonymizer.apply(table, out)
                 writer.write(table, out)
 
         def end_capture():
@@ -356,6 +365,7 @@ def analyze(
     spark_options = spark_options or SparkOptions()
     # Fail on a bad enrichment source or a missing Java before touching the dataset.
     open_enrichment(options.enrichment).close()
+    open_pseudonymizer(options)  # a bad key file: PseudonymKeyError
     spark = spark_session(spark_options)
     log = (lambda msg: print(f"tailscope[spark]: {msg}", file=sys.stderr, flush=True)) if options.progress else (lambda msg: None)
 
@@ -402,6 +412,7 @@ def analyze(
             log(f"replaying {len(captures)} captures")
             parts, totals = _replay(spark, spark_options, writer, frames_df, captures, file_map, options, run_id)
         writer.write("files", files_table(reports, run_id))
+        totals["pseudonymization"] = pseudonymization_summary(open_pseudonymizer(options))
         manifest = _manifest(run_id, started, t0, inputs, options, reports, totals, _row_counts(writer, totals), removed, argv, already, engine="spark")
         manifest["spark"] = {"master": spark.sparkContext.master, "version": spark.version, "partitions": _partitions(spark, spark_options)}
         writer.commit(manifest, more_parts=parts)
@@ -467,6 +478,7 @@ def _replay(spark, spark_options, writer, frames_df, captures, file_map, options
         enrichment=options.enrichment,
         keylogs=[str(k) for k in options.keylogs],
         fs_config=storage.config_snapshot(),
+        pseudonymize_key=load_key(options.pseudonymize_key) if options.pseudonymize_key else None,
     )
     schema = ", ".join(f"{n} string" for n in RESULT_COLUMNS)
     results = frames.mapInArrow(_replay_partitions(job), schema).collect()

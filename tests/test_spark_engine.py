@@ -268,3 +268,18 @@ def test_landing_zone_and_dataset_on_s3(spark, tmp_path, monkeypatch):
     # (the server keeps empty directories where objects were deleted: objects are what count)
     assert not [p for p in (root / "datasets" / "ds").glob("_staging/**/*") if p.is_file()]
     assert len(list((root / "datasets" / "ds" / "_runs").glob("*.json"))) == 2
+
+
+def test_pseudonyms_identical_to_the_local_engine(spark, tmp_path):
+    """Issue 19: the same inputs and key give the same pseudonyms (and every other column) in
+    both engines; the executors get the key from the driver, not from the key file."""
+    key = tmp_path / "key.hex"
+    key.write_text(bytes(range(32)).hex())
+    inputs = [SAMPLES / "mobile_mixed.pcap", SAMPLES / "clean_ipv6.pcap"]
+    local_run(inputs, tmp_path / "local", pseudonymize_key=str(key))
+    spark_run(inputs, tmp_path / "spark", pseudonymize_key=str(key))
+    assert_same_tables(tmp_path / "local", tmp_path / "spark")
+    flows = [json.loads(r) for r in rows(tmp_path / "spark", "flows")]
+    local_run(inputs, tmp_path / "plain")
+    plain = {json.loads(r)["client_ip"] for r in rows(tmp_path / "plain", "flows")}
+    assert flows and not plain & {f["client_ip"] for f in flows}

@@ -18,6 +18,7 @@ use tailscope_signatures::flow::FlowConfig;
 use tailscope_signatures::session::{Drained, FileCursor, FileStats, Session, SessionConfig};
 use tailscope_signatures::tables;
 
+mod pseudonym;
 mod replay;
 
 pyo3::create_exception!(_native, CaptureFileError, PyValueError, "A capture file could not be read.");
@@ -404,6 +405,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyFileCursor>()?;
     m.add_class::<replay::PyFrameSplitter>()?;
     m.add_class::<replay::PyReplayer>()?;
+    m.add_class::<pseudonym::PyPseudonymizer>()?;
     m.add_function(wrap_pyfunction!(replay::frame_schema_py, m)?)?;
     m.add_function(wrap_pyfunction!(probe, m)?)?;
     m.add_function(wrap_pyfunction!(community_id, m)?)?;

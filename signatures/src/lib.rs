@@ -4,6 +4,7 @@
 pub mod community_id;
 pub mod flow;
 pub mod pathology;
+pub mod pseudonym;
 pub mod queries;
 pub mod quic;
 pub mod quic_keyed;
