@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-queries", type=int, default=1, metavar="N",
                    help="rank only hexagons with at least N complete queries (default: 1)")
     p.add_argument("--grafana-url", metavar="URL", help="link flow ids to the Grafana flow drill-down dashboard at URL")
+    p.add_argument("--show-clients", action="store_true",
+                   help="name the worst flows' clients by full address (default: their /24 or /48 network; docs/privacy.md)")
     p.add_argument("--db", type=Path, metavar="FILE", help="query this tailscope database instead of building a temporary one")
     p.set_defaults(func=run)
 
@@ -47,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     if args.top < 1 or args.min_queries < 1:
         print("tailscope report: error: --top and --min-queries must be at least 1", file=sys.stderr)
         return 2
-    options = ReportOptions(week=args.week, top=args.top, min_queries=args.min_queries, grafana_url=args.grafana_url, db=args.db)
+    options = ReportOptions(week=args.week, top=args.top, min_queries=args.min_queries, grafana_url=args.grafana_url, db=args.db,
+                            show_clients=args.show_clients)
     try:
         paths = write_report(args.dataset, args.out, options)
     except ReportError as exc:

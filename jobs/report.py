@@ -50,6 +50,7 @@ class ReportOptions:
     min_queries: int = 1             # hexagons with fewer complete queries are not ranked
     grafana_url: str | None = None   # e.g. http://grafana:3000: flow ids link to the flow dashboard
     db: Path | None = None           # query this database instead of building a temporary one
+    show_clients: bool = False       # full client addresses in the worst flows (default: their /24 or /48)
 
 
 @dataclass
@@ -192,13 +193,14 @@ def _collect(con, dataset: Path, options: ReportOptions) -> dict:
     d["cdf"] = _rows(con, f"SELECT carrier, count(*) AS n, quantile_disc(latency_ms, {qs}) AS q FROM query_facts "
                           "WHERE week = ? GROUP BY carrier ORDER BY carrier", [week])
 
-    # the worst flows, with their ids
+    # the worst flows, with their ids; a client is named by its network unless asked (docs/privacy.md)
+    d["show_clients"] = options.show_clients
     d["worst_flows"] = _rows(con, """
         SELECT rank, CAST(flow_id AS VARCHAR) AS flow_id, community_id, strftime(timezone('UTC', start), '%Y-%m-%d %H:%M:%S') AS start_utc,
-               protocol, client, server, carrier, network_type, h3_cell, site, queries, worst_latency_ms, worst_query_index,
+               protocol, CASE WHEN ? THEN client ELSE client_prefix END AS client, server, carrier, network_type, h3_cell, site, queries, worst_latency_ms, worst_query_index,
                array_to_string(worst_query_signatures, ', ') AS worst_query_signatures, top_signature,
                attributed_delay_ms, retransmissions, array_to_string(flow_signatures, ', ') AS flow_signatures
-        FROM worst_flows(?, ?)""", [week, options.top])
+        FROM worst_flows(?, ?)""", [options.show_clients, week, options.top])
     return d
 
 
@@ -573,7 +575,8 @@ def render_html(d: dict) -> str:
                      f["flow_signatures"] or "-", f"{f['client']} → {f['server']}"])
     parts.append('<div class="compact">' + _table_html(
         ["#", "flow_id", "community_id", "start (UTC)", "carrier", "hexagon", "network", "slowest query",
-         "its signatures", "delay charged", "flow signatures", "client → server"], rows, {0, 7, 9}) + "</div>")
+         "its signatures", "delay charged", "flow signatures",
+         "client → server" if d.get("show_clients") else "client network → server"], rows, {0, 7, 9}) + "</div>")
     parts.append("</section>")
 
     # data quality

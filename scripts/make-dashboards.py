@@ -512,7 +512,7 @@ def flow() -> dict:
         "flow", "Connection",
         """WITH w AS (SELECT flow_id, max(latency_ms) AS worst_ms FROM query_facts GROUP BY flow_id)
 SELECT CAST(f.flow_id AS VARCHAR) AS __value,
-       CAST(f.flow_id AS VARCHAR) || '  ' || f.client_ip || ':' || f.client_port || ' > ' || f.server_ip || ':' || f.server_port
+       CAST(f.flow_id AS VARCHAR) || '  ' || f.client_prefix || ' > ' || f.server_ip || ':' || f.server_port
          || '  ' || f.carrier || '  worst ' || CAST(CAST(round(coalesce(w.worst_ms, 0)) AS BIGINT) AS VARCHAR) || ' ms' AS __text
 FROM flow_facts f LEFT JOIN w USING (flow_id)
 WHERE $__timeFilter(f.start) AND f.carrier IN ($carrier) AND f.h3_cell IN ($hexagon)
@@ -525,7 +525,7 @@ ORDER BY w.worst_ms DESC NULLS LAST, f.start LIMIT 500""",
     L.row("Connection")
     L.add(table("Connection", f"""
 SELECT CAST(flow_id AS VARCHAR) AS flow_id, community_id, protocol,
-       client_ip || ':' || client_port AS client, server_ip || ':' || server_port AS server,
+       client_prefix AS client_network, server_ip || ':' || server_port AS server,
        start, "end", duration_ms, end_reason, carrier, network_type, h3_cell, region, site,
        handshake_rtt_ms, rtt_p50_ms, rtt_p95_ms, retransmissions, array_to_string(signatures, ', ') AS signatures, first_file
 FROM flow_facts WHERE {fid}""",

@@ -23,6 +23,7 @@ SELECT
     community_id,
     protocol,
     client_ip,
+    client_prefix,
     CAST(client_port AS INTEGER)                                         AS client_port,
     server_ip,
     CAST(server_port AS INTEGER)                                         AS server_port,

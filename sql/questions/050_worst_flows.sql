@@ -36,6 +36,7 @@ SELECT
     start,
     protocol,
     client_ip || ':' || client_port                          AS client,
+    client_prefix,
     server_ip || ':' || server_port                          AS server,
     carrier,
     network_type,

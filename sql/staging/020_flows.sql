@@ -5,5 +5,11 @@ SELECT
     * REPLACE (CAST("start" AS TIMESTAMPTZ) AS "start", CAST("end" AS TIMESTAMPTZ) AS "end"),
     epoch_ns("end") - epoch_ns("start")             AS duration_ns,
     c2s_packets + s2c_packets                        AS packets,
-    c2s_bytes + s2c_bytes                            AS bytes
+    c2s_bytes + s2c_bytes                            AS bytes,
+    -- the client's network, not the client: what reports and dashboards show unless asked for
+    -- the address (IPv4 /24, IPv6 /48; docs/privacy.md)
+    CASE WHEN contains(client_ip, ':')
+         THEN regexp_extract(client_ip, '^([0-9a-fA-F]{{0,4}}(:[0-9a-fA-F]{{1,4}}){{0,2}})') || '::/48'
+         ELSE regexp_replace(client_ip, '\.[0-9]+$', '.0') || '/24'
+    END                                              AS client_prefix
 FROM {flows};
