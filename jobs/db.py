@@ -6,6 +6,7 @@ writer and readers (Grafana, notebooks) may hold the old file open: they keep a 
 from __future__ import annotations
 
 import errno
+import json
 import os
 from importlib import resources
 from pathlib import Path
@@ -81,12 +82,15 @@ def _checked(dataset: Path) -> Path:
 def create_views(con, dataset: Path) -> None:
     """The views of sql/ (staging, marts, questions) over the dataset's Parquet tables."""
     sources = {}
+    horizon = _horizon_sql(dataset)
     for table in TABLES:
         parts = sorted((dataset / table).rglob("part-*.parquet")) if (dataset / table).is_dir() else []
         if parts:
             partitioned = table != "files"
             glob = str(dataset / table / ("*/*.parquet" if partitioned else "*.parquet"))
-            sources[table] = f"read_parquet({_sql_str(glob)}, hive_partitioning={str(partitioned).lower()}, union_by_name=true)"
+            source = f"read_parquet({_sql_str(glob)}, hive_partitioning={str(partitioned).lower()}, union_by_name=true)"
+            # the retention horizon (jobs/prune.py), read when a query runs: the commit point of a prune
+            sources[table] = f"(SELECT * FROM {source} WHERE CAST(\"date\" AS DATE) >= {horizon})" if partitioned else source
         else:
             empty = pa.table({f.name: pa.array([], type=_stored_type(f.type)) for f in _empty_schema(table)})
             con.register(f"_empty_{table}_arrow", empty)
@@ -98,6 +102,22 @@ def create_views(con, dataset: Path) -> None:
             con.execute(text.format(**sources))
         except duckdb.Error as exc:
             raise DatasetError(f"sql/{name}: {exc}") from exc
+
+
+def _horizon_sql(dataset: Path) -> str:
+    """The first day the views show: read from the dataset's `_retention.json` when each query
+    runs (so a prune is seen by databases built before it), created when missing."""
+    from tailscope.jobs.prune import NO_HORIZON, RETENTION_FILE
+
+    path = dataset / RETENTION_FILE
+    if not path.exists():
+        try:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"horizon": NO_HORIZON}) + "\n")
+            os.replace(tmp, path)
+        except OSError:
+            return f"DATE '{NO_HORIZON}'"  # a read-only dataset no prune has touched
+    return f"(SELECT CAST(horizon AS DATE) FROM read_json_auto({_sql_str(str(path))}))"
 
 
 def connect(dataset: Path):

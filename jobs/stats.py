@@ -91,6 +91,8 @@ def _sql_str(text: str) -> str:
 def _connect(dataset: Path):
     import duckdb
 
+    from tailscope.jobs.prune import horizon_of
+
     con = duckdb.connect()
     con.execute("SET TimeZone='UTC'")
     present = {}
@@ -99,7 +101,8 @@ def _connect(dataset: Path):
         present[table] = bool(glob.glob(pattern))
         if present[table]:
             con.execute(
-                f"CREATE VIEW {table}_all AS SELECT * FROM read_parquet({_sql_str(pattern)}, hive_partitioning=true, union_by_name=true)"
+                f"CREATE VIEW {table}_all AS SELECT * FROM read_parquet({_sql_str(pattern)}, hive_partitioning=true, union_by_name=true) "
+                f"WHERE CAST(\"date\" AS DATE) >= DATE {_sql_str(horizon_of(dataset))}"  # retention (jobs/prune.py)
             )
     return con, present
 

@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "tailscope.jobs.cli_conn",
     "tailscope.jobs.cli_export",
     "tailscope.jobs.cli_plot",
+    "tailscope.jobs.cli_prune",
     "tailscope.capture.cli",
 ]
 
