@@ -9,6 +9,7 @@ spool for the next start.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import signal
 import threading
@@ -157,7 +158,7 @@ class Agent:
         from . import tcpdump
 
         cfg = self.cfg
-        cfg.spool_path.mkdir(parents=True, exist_ok=True)
+        lock_down(cfg)
         lock = DirLock(self.paths["lock"])
         lock.acquire()
         try:
@@ -222,9 +223,18 @@ class Agent:
             lock.release()
 
 
+def lock_down(cfg: AgentConfig) -> None:
+    """Captures hold user addresses: every file the agent and its tcpdump create is 0600, every
+    directory 0700 (the umask is inherited by tcpdump), the spool included when it existed."""
+    os.umask(0o077)
+    cfg.spool_path.mkdir(parents=True, exist_ok=True)
+    os.chmod(cfg.spool_path, 0o700)
+
+
 def drain(cfg: AgentConfig, timeout: float) -> int:
     """Ship what is in the spool without capturing (e.g. before decommissioning a host)."""
     agent = Agent(cfg)
+    lock_down(cfg)
     paths = agent.paths
     lock = DirLock(paths["lock"])
     lock.acquire()

@@ -33,7 +33,7 @@ one), then --set section.key=value (repeatable), then the flags above.
 examples:
   tailscope agent run --config /etc/tailscope/agent.toml
   tailscope agent run --site ams1 --interface eth0 --landing s3://pcaps/edge --spool-dir /var/lib/ts
-  tailscope agent run --config agent.toml --set ship.storage_options.endpoint_url=http://minio:9000
+  tailscope agent run --config agent.toml --set ship.storage_options.endpoint_url=https://minio:9000
   tailscope agent status --config agent.toml
   tailscope agent metrics --config agent.toml
 """

@@ -103,7 +103,14 @@ class SpoolSection:
 @dataclass
 class ShipSection:
     landing: str = ""
+    # driver settings (endpoint_url, region_name, ...); never credentials: those come from the
+    # environment, the instance role, or credentials_file (docs/privacy.md)
     storage_options: dict[str, Any] = field(default_factory=dict)
+    # a TOML file of storage options holding credentials (key = "...", secret = "..."), readable by
+    # the agent's user alone (mode 0600); read when the landing zone is opened, never logged
+    credentials_file: str = ""
+    # shipping over plain HTTP or without certificate checks must be asked for (test setups)
+    allow_insecure_tls: bool = False
     retry_initial_seconds: float = 1.0
     retry_max_seconds: float = 300.0
     rate_limit_bytes_per_second: int = 0  # 0: unlimited; edge uplinks are often shared with users
@@ -226,6 +233,75 @@ def load_config(path: str | None = None, overrides: list[tuple[str, Any]] | None
 _ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
+# storage options that are credentials (s3fs, gcsfs, adlfs, ...): never in the configuration
+CREDENTIAL_WORDS = ("secret", "password", "token", "credential", "sas")
+CREDENTIAL_KEYS = {"key", "access_key", "account_key", "aws_access_key_id", "private_key", "client_secret"}
+
+
+def is_credential(name: str) -> bool:
+    n = name.lower()
+    return n in CREDENTIAL_KEYS or any(w in n for w in CREDENTIAL_WORDS)
+
+
+def _insecure(opts: dict[str, Any]) -> str | None:
+    endpoint = str(opts.get("endpoint_url", ""))
+    client = opts.get("client_kwargs") or {}
+    if endpoint.startswith("http://"):
+        return f"endpoint_url {endpoint} is plain HTTP"
+    if opts.get("use_ssl") is False:
+        return "use_ssl = false"
+    if isinstance(client, dict) and client.get("verify") is False:
+        return "client_kwargs.verify = false"
+    return None
+
+
+def ship_security_problems(ship: ShipSection) -> list[str]:
+    problems = []
+    for name in ship.storage_options:
+        if is_credential(name):
+            problems.append(f"[ship] storage_options.{name}: credentials never go in the configuration or on the "
+                            "command line (ps, config dumps, backups show them): use the environment "
+                            "(the unit's EnvironmentFile), ship.credentials_file (mode 0600) or the instance role")
+    if (why := _insecure(ship.storage_options)) and not ship.allow_insecure_tls:
+        problems.append(f"[ship] {why}: captures would travel without verified TLS; "
+                        "set ship.allow_insecure_tls = true to accept that (test setups only)")
+    if ship.credentials_file:
+        problems += credentials_file_problems(Path(ship.credentials_file))
+    return problems
+
+
+def credentials_file_problems(path: Path) -> list[str]:
+    import os
+    import stat
+
+    try:
+        st = path.stat()
+    except OSError as exc:
+        return [f"[ship] credentials_file {path}: {exc.strerror or exc}"]
+    if not stat.S_ISREG(st.st_mode):
+        return [f"[ship] credentials_file {path}: not a regular file"]
+    problems = []
+    if st.st_mode & 0o077:
+        problems.append(f"[ship] credentials_file {path}: readable or writable by others (mode "
+                        f"{stat.S_IMODE(st.st_mode):04o}); chmod 600 it")
+    if st.st_uid != os.geteuid():
+        problems.append(f"[ship] credentials_file {path}: owned by uid {st.st_uid}, not by the agent's user ({os.geteuid()})")
+    return problems
+
+
+def landing_options(ship: ShipSection) -> dict[str, Any]:
+    """The storage options the landing zone is opened with: the configured ones plus the
+    credentials file's (kept out of the config object, so no dump or log can show them)."""
+    opts = dict(ship.storage_options)
+    if ship.credentials_file:
+        try:
+            data = _toml.loads(Path(ship.credentials_file).read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"[ship] credentials_file {ship.credentials_file}: unreadable ({type(exc).__name__})") from None
+        opts.update(data)
+    return opts
+
+
 def validate(cfg: AgentConfig, *, need_capture: bool = True, need_landing: bool = True) -> None:
     problems = []
     if not cfg.agent.site:
@@ -268,6 +344,7 @@ def validate(cfg: AgentConfig, *, need_capture: bool = True, need_landing: bool 
         problems.append("[agent] log_level must be debug, info, warning or error")
     if cfg.metrics.listen and not re.match(r"^[^:]*:\d+$", cfg.metrics.listen):
         problems.append("[metrics] listen must be host:port")
+    problems += ship_security_problems(cfg.ship)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
 

@@ -65,6 +65,9 @@ def _copy(src: Path, write: Callable[[bytes], Any], rate: int, abort: Callable[[
             throttle(len(chunk))
 
 
+LANDING_FILE_MODE = 0o640
+
+
 class LocalTarget:
     """A directory on this host (local disk, NFS or SMB mount)."""
 
@@ -97,6 +100,9 @@ class LocalTarget:
                 fill(f)
                 f.flush()
                 os.fsync(f.fileno())
+            # the agent creates files 0600 (agent.lock_down); a landing directory is read by the
+            # analysis job's group
+            os.chmod(tmp, LANDING_FILE_MODE)
             os.replace(tmp, dst)
         except BaseException:
             try:

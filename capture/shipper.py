@@ -21,6 +21,7 @@ from typing import Any, Callable
 from . import manifest as mf
 from .config import AgentConfig
 from .fsutil import atomic_move, unlink_quiet
+from .config import landing_options
 from .landing import open_target
 from .logs import get_logger, log_event
 from .spool import ReadyItem, Spool
@@ -51,7 +52,7 @@ class Shipper:
         self.spool = spool
         self.state = spool.state
         self.journal = spool.journal
-        self.target_factory = target_factory or (lambda: open_target(cfg.ship.landing, cfg.ship.storage_options))
+        self.target_factory = target_factory or (lambda: open_target(cfg.ship.landing, landing_options(cfg.ship)))
         self._target = None
         self.backoff = Backoff(cfg.ship.retry_initial_seconds, cfg.ship.retry_max_seconds)
         self.wake = threading.Event()

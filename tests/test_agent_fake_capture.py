@@ -26,7 +26,7 @@ def _count(event: str, n: int):
     return lambda events: sum(e["event"] == event for e in events) >= n
 
 
-def run_agent(tmp: Path, seconds: float, env_extra: dict | None = None, until=None,
+def run_agent(tmp: Path, seconds: float, env_extra: dict | None = None, until=None, ship: dict | None = None,
               **capture) -> tuple[int, list[dict]]:
     """Run the agent for `seconds`, or, with `until`, until it logged what the test needs (at most
     `seconds`, which is then a generous limit: a loaded machine starts processes slowly), or until
@@ -37,7 +37,7 @@ def run_agent(tmp: Path, seconds: float, env_extra: dict | None = None, until=No
         "capture": {"interface": "fake0", "tcpdump": FAKE, "rotate_seconds": 1, "handover_seconds": 0.3,
                     "rotate_bytes": "1M", **capture},
         "spool": {"quota_bytes": "16M", "min_free_bytes": 0},
-        "ship": {"landing": str(tmp / "landing"), "poll_seconds": 0.2, "retry_initial_seconds": 0.1},
+        "ship": {"landing": str(tmp / "landing"), "poll_seconds": 0.2, "retry_initial_seconds": 0.1, **(ship or {})},
     })
     log = tmp / f"agent-{time.monotonic_ns()}.log"
     proc = subprocess.Popen([sys.executable, "-m", "tailscope", "agent", "run", "-c", str(cfg)], cwd=tmp,
@@ -161,3 +161,24 @@ def test_missing_landing_driver_fails_fast(tmp_path):
     except ImportError:
         pass
     assert r.returncode == 2 and "landing_driver_missing" in r.stderr
+
+
+def test_files_are_private_and_no_secret_is_written(tmp_path):
+    """Issue 19: spool files 0600 in 0700 directories, landing files 0640; credentials from the
+    environment or the credentials file appear in nothing the agent writes."""
+    creds = tmp_path / "creds.toml"
+    creds.write_text('token = "planted-file-secret-4711"\n')
+    creds.chmod(0o600)
+    rc, events = run_agent(tmp_path, 20, until=_count("file_shipped", 2), ship={"credentials_file": str(creds)},
+                           env_extra={"AWS_SECRET_ACCESS_KEY": "planted-env-secret-0815"})
+    assert rc == 0 and sum(e["event"] == "file_shipped" for e in events) >= 2
+    spool = tmp_path / "spool"
+    for p in [spool, *spool.rglob("*")]:
+        mode = p.stat().st_mode & 0o777
+        assert mode == (0o700 if p.is_dir() else 0o600), (p, oct(mode))
+    shipped = [p for p in (tmp_path / "landing").rglob("*") if p.is_file()]
+    assert shipped and all(p.stat().st_mode & 0o777 == 0o640 for p in shipped)
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p != creds]
+    assert any(p.suffix == ".log" for p in written)
+    for secret in (b"planted-file-secret-4711", b"planted-env-secret-0815"):
+        assert not [p for p in written if secret in p.read_bytes()], secret

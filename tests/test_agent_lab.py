@@ -14,6 +14,7 @@ import collections
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -177,7 +178,7 @@ def test_s3_landing_zstd(tmp_path):
         s3 = S3Server(ns, tmp_path / "s3").start()
         cfg = config(tmp_path, ns, "s3://pcaps/landing",
                      capture={"compression": "zstd", "immediate_mode": True, "handover_seconds": 0.5},
-                     ship={"storage_options": s3.storage_options()},
+                     ship=s3.ship_settings(tmp_path),
                      metrics={"listen": "127.0.0.1:9561"})
         agent = AgentProc(ns, cfg, tmp_path).start()
         try:
@@ -195,6 +196,10 @@ def test_s3_landing_zstd(tmp_path):
             assert live["tailscope_agent_files_shipped_total"] >= 1
             assert agent.stop() == 0
             s3.download("landing", tmp_path / "downloaded")
+            # issue 19: nothing the agent wrote (spool, logs, landing zone) holds the credentials
+            leaks = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "s3-credentials.toml"
+                     and s3.SECRET.encode() in p.read_bytes()]
+            assert not leaks, leaks
         finally:
             agent.close()
             s3.stop()
@@ -258,7 +263,7 @@ def test_kill9_at_chosen_and_random_points_s3(tmp_path):
         sink = Sink(ns)
         s3 = S3Server(ns, tmp_path / "s3").start()
         cfg = config(tmp_path, ns, "s3://pcaps/landing", capture={"rotate_seconds": 2, "handover_seconds": 1.2},
-                     ship={"storage_options": s3.storage_options(), "rate_limit_bytes_per_second": 4000})
+                     ship={**s3.ship_settings(tmp_path), "rate_limit_bytes_per_second": 4000})
         agent = AgentProc(ns, cfg, tmp_path)
         gen = generate(ns, "rk", duration=22, rate=300, background=True)
         try:
@@ -305,7 +310,7 @@ def test_landing_unreachable_then_back_s3(tmp_path):
         sink = Sink(ns)
         s3 = S3Server(ns, tmp_path / "s3").start()
         cfg = config(tmp_path, ns, "s3://pcaps/landing", capture={"rotate_seconds": 2, "handover_seconds": 1.2},
-                     ship={"storage_options": s3.storage_options()})
+                     ship=s3.ship_settings(tmp_path))
         agent = AgentProc(ns, cfg, tmp_path).start()
         try:
             agent.wait_event("capture_started")
@@ -373,3 +378,46 @@ def test_spool_quota_full_drops_oldest_and_reports(tmp_path):
     assert max(res["seqs"]["quota"].values()) == 1
     assert len(res["seqs"]["quota"]) < g["udp_sent"]
 
+
+
+@pytest.mark.skipif(not shutil.which("setpriv"), reason="setpriv (util-linux) not installed")
+def test_runs_unprivileged_with_two_capabilities(tmp_path):
+    """Issue 19: the agent as the systemd unit runs it, an unprivileged user holding only ambient
+    CAP_NET_RAW and CAP_NET_ADMIN (inherited by tcpdump): it captures, spools 0600 files it owns,
+    and ships them."""
+    import pwd
+    import tempfile
+
+    nobody = pwd.getpwnam("nobody")
+    # pytest's own temporary directories are root's alone: the agent's user could not enter them
+    work = Path(tempfile.mkdtemp(prefix="tailscope-unprivileged-", dir="/tmp"))
+    try:
+        work.chmod(0o755)
+        for d in ("landing", "spool"):
+            (work / d).mkdir()
+            os.chown(work / d, nobody.pw_uid, nobody.pw_gid)
+        setpriv = ("setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
+                   "--inh-caps=-all,+net_raw,+net_admin", "--ambient-caps=-all,+net_raw,+net_admin",
+                   "--bounding-set=-all,+net_raw,+net_admin")
+        with NetnsPair(17) as ns:
+            sink = Sink(ns)
+            cfg = config(work, ns, str(work / "landing"), capture={"rotate_seconds": 2})
+            agent = AgentProc(ns, cfg, tmp_path, prefix=setpriv).start()
+            try:
+                agent.wait_event("capture_started")
+                g = generate(ns, "unpriv", duration=3, rate=200)
+                time.sleep(2.0)
+                assert agent.stop() == 0
+            finally:
+                agent.close()
+                sink.close()
+        landed = lc.load(local_fs(), str(work / "landing"))
+        res = assert_exactly_once(work, landed)
+        assert sorted(res["seqs"][g["tag"]]) == list(range(g["udp_sent"]))
+        spooled = [p for p in (work / "spool").rglob("*")]
+        assert spooled and all(p.stat().st_uid == nobody.pw_uid for p in spooled)
+        assert all(p.stat().st_mode & 0o777 == (0o700 if p.is_dir() else 0o600) for p in spooled)
+        shipped = [p for p in (work / "landing").rglob("*") if p.is_file()]
+        assert shipped and all(p.stat().st_uid == nobody.pw_uid for p in shipped)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -16,6 +16,7 @@ from tailscope.capture import manifest as mf
 from tailscope.capture.config import (
     AgentConfig,
     ConfigError,
+    landing_options,
     load_config,
     parse_override,
     parse_size,
@@ -109,21 +110,44 @@ def test_config_file_then_set_then_flags(tmp_path):
     f = tmp_path / "agent.toml"
     f.write_text('[agent]\nsite = "ams1"\nspool_dir = "/var/x"\n[capture]\ninterface = "eth0"\nsnaplen = 200\n'
                  'rotate_bytes = "50M"\n[ship]\nlanding = "s3://b/p"\n'
-                 '[ship.storage_options]\nendpoint_url = "http://minio:9000"\nsecret = "hunter2"\n')
+                 '[ship.storage_options]\nendpoint_url = "https://s3.example:9000"\n')
     parser = argparse.ArgumentParser()
     agent_cli.register(parser.add_subparsers())
     args = parser.parse_args(["agent", "run", "-c", str(f), "--set", "capture.snaplen=256",
                               "--set", "capture.rotate_bytes=64M", "--snaplen", "300", "-i", "eth1",
-                              "--set", "ship.storage_options.key=AK"])
+                              "--set", "ship.storage_options.region_name=eu-west-1"])
     cfg = agent_cli._load(args, need_capture=True, need_landing=True)
     assert cfg.capture.snaplen == 300  # flag beats --set beats file
     assert cfg.capture.interface == "eth1"
     assert cfg.capture.rotate_bytes == 64 * 2**20
     assert cfg.agent.spool_dir == "/var/x"
-    assert cfg.ship.storage_options == {"endpoint_url": "http://minio:9000", "secret": "hunter2", "key": "AK"}
-    text = to_toml(cfg)
-    assert "hunter2" not in text and "***" in text
+    assert cfg.ship.storage_options == {"endpoint_url": "https://s3.example:9000", "region_name": "eu-west-1"}
     assert args.func is agent_cli.cmd_run
+
+
+def test_credentials_never_in_the_config_and_tls_verified_by_default(tmp_path):
+    """Issue 19: credentials come from the environment, a 0600 file or the instance role; plain
+    HTTP or unverified TLS must be asked for."""
+    base = [("agent.site", "x"), ("capture.interface", "eth0"), ("ship.landing", "s3://b/p")]
+    for name in ("secret", "key", "token", "aws_secret_access_key", "password"):
+        with pytest.raises(ConfigError, match=f"storage_options.{name}: credentials never go"):
+            validate(load_config(None, base + [(f"ship.storage_options.{name}", "hunter2")]))
+    for insecure in ([("ship.storage_options.endpoint_url", "http://minio:9000")],
+                     [("ship.storage_options.client_kwargs", {"verify": False})],
+                     [("ship.storage_options.use_ssl", False)]):
+        with pytest.raises(ConfigError, match="allow_insecure_tls"):
+            validate(load_config(None, base + insecure))
+        validate(load_config(None, base + insecure + [("ship.allow_insecure_tls", True)]))
+    creds = tmp_path / "creds.toml"
+    creds.write_text('key = "AK"\nsecret = "hunter2"\n')
+    creds.chmod(0o644)
+    with pytest.raises(ConfigError, match="chmod 600"):
+        validate(load_config(None, base + [("ship.credentials_file", str(creds))]))
+    creds.chmod(0o600)
+    cfg = load_config(None, base + [("ship.credentials_file", str(creds))])
+    validate(cfg)
+    assert landing_options(cfg.ship) == {"key": "AK", "secret": "hunter2"}
+    assert "hunter2" not in to_toml(cfg) and "hunter2" not in str(cfg.to_dict())
 
 
 def test_config_round_trip_and_defaults(tmp_path):

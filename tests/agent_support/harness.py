@@ -48,7 +48,9 @@ def write_config(path: Path, sections: dict[str, dict[str, Any]]) -> Path:
 class AgentProc:
     """One agent run; ``start`` again after ``kill9``/``stop`` for the next run on the same spool."""
 
-    def __init__(self, ns: NetnsPair, config: Path, workdir: Path):
+    def __init__(self, ns: NetnsPair, config: Path, workdir: Path, prefix: tuple[str, ...] = ()):
+        """`prefix` runs the agent under a wrapper, e.g. setpriv to drop to another user."""
+        self.prefix = prefix
         self.ns = ns
         self.config = config
         self.workdir = workdir
@@ -59,7 +61,7 @@ class AgentProc:
     def start(self, *extra: str) -> "AgentProc":
         self.runs += 1
         self.log_path = self.workdir / f"agent-{self.runs}.log"
-        cmd = self.ns.cmd(self.ns.server, sys.executable, "-m", "tailscope", "agent", "run",
+        cmd = self.ns.cmd(self.ns.server, *self.prefix, sys.executable, "-m", "tailscope", "agent", "run",
                           "--config", str(self.config), *extra)
         # cwd outside the repository: `python -m` puts the cwd first on sys.path, and the source
         # tree's tailscope/ (without capture/ mapped in) must not shadow the installed package
@@ -171,7 +173,15 @@ class S3Server:
             self.proc = None
 
     def storage_options(self) -> dict[str, str]:
-        return {"key": self.ACCESS, "secret": self.SECRET, "endpoint_url": self.endpoint}
+        return {"endpoint_url": self.endpoint}
+
+    def ship_settings(self, workdir: Path) -> dict:
+        """The agent's [ship] settings for this server: the credentials in a 0600 file (never in
+        the configuration) and plain HTTP explicitly allowed (the lab has no certificates)."""
+        creds = workdir / "s3-credentials.toml"
+        creds.write_text(f'key = "{self.ACCESS}"\nsecret = "{self.SECRET}"\n')
+        creds.chmod(0o600)
+        return {"storage_options": self.storage_options(), "credentials_file": str(creds), "allow_insecure_tls": True}
 
     def download(self, prefix: str, dest: Path) -> None:
         """Copy every object under prefix through the S3 API into dest (run inside the namespace)."""
