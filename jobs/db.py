@@ -58,6 +58,31 @@ def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+def install(con: duckdb.DuckDBPyConnection, dataset: Path) -> None:
+    """Create sql/'s views and macros on ``con`` over the Parquet files of ``dataset`` (an empty
+    table of the right schema stands in for a table with no rows yet). `tailscope db` writes them
+    to a file; `tailscope stats` and the report query them in memory: one definition of every
+    figure."""
+    sources = {}
+    for table in TABLES:
+        parts = sorted((dataset / table).rglob("part-*.parquet")) if (dataset / table).is_dir() else []
+        if parts:
+            partitioned = table != "files"
+            glob = str(dataset / table / ("*/*.parquet" if partitioned else "*.parquet"))
+            sources[table] = f"read_parquet({_sql_str(glob)}, hive_partitioning={str(partitioned).lower()}, union_by_name=true)"
+        else:
+            empty = pa.table({f.name: pa.array([], type=f.type) for f in _empty_schema(table)})
+            con.register(f"_empty_{table}_arrow", empty)
+            con.execute(f"CREATE TABLE _empty_{table} AS SELECT * FROM _empty_{table}_arrow")
+            con.unregister(f"_empty_{table}_arrow")
+            sources[table] = f"_empty_{table}"
+    for name, text in _sql_files():
+        try:
+            con.execute(text.format(**sources))
+        except duckdb.Error as exc:
+            raise DatasetError(f"sql/{name}: {exc}") from exc
+
+
 def build(dataset: Path, db_path: Path | None = None) -> Path:
     dataset = Path(dataset).resolve()
     if not dataset.is_dir():
@@ -70,26 +95,7 @@ def build(dataset: Path, db_path: Path | None = None) -> Path:
         tmp.unlink()
     con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_COMPATIBILITY})
     try:
-        sources = {}
-        for table in TABLES:
-            parts = sorted((dataset / table).rglob("part-*.parquet")) if (dataset / table).is_dir() else []
-            if parts:
-                partitioned = table != "files"
-                glob = str(dataset / table / ("*/*.parquet" if partitioned else "*.parquet"))
-                sources[table] = (
-                    f"read_parquet({_sql_str(glob)}, hive_partitioning={str(partitioned).lower()}, union_by_name=true)"
-                )
-            else:
-                empty = pa.table({f.name: pa.array([], type=f.type) for f in _empty_schema(table)})
-                con.register(f"_empty_{table}_arrow", empty)
-                con.execute(f"CREATE TABLE _empty_{table} AS SELECT * FROM _empty_{table}_arrow")
-                con.unregister(f"_empty_{table}_arrow")
-                sources[table] = f"_empty_{table}"
-        for name, text in _sql_files():
-            try:
-                con.execute(text.format(**sources))
-            except duckdb.Error as exc:
-                raise DatasetError(f"sql/{name}: {exc}") from exc
+        install(con, dataset)
         con.close()
         os.replace(tmp, db_path)
     except BaseException:
