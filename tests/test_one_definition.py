@@ -128,3 +128,35 @@ def test_p99_attribution_is_the_same_everywhere(con, demo):
             assert (got is None) == (s["delay_ms"] is None), key
             if got is not None:
                 assert got == pytest.approx(s["delay_ms"], abs=1e-3), key
+
+
+# ----------------------------------------------------------------------------------------------
+# the session defaults: one table in Rust (signatures/src/defaults.rs), read through the native module
+
+
+def test_session_defaults_come_from_the_native_table():
+    import argparse
+    import inspect
+
+    from tailscope import _native, api
+    from tailscope.jobs import cli_analyze
+    from tailscope.jobs.local import AnalyzeOptions
+
+    d = _native.defaults()
+    assert d == {"tcp_idle_timeout_s": 900.0, "udp_idle_timeout_s": 120.0, "tcp_closed_linger_s": 120.0,
+                 "max_flows": 1_000_000, "batch_rows": 65_536}
+    opts = AnalyzeOptions()
+    assert {k: getattr(opts, k) for k in d} == d
+    params = inspect.signature(api.batches).parameters
+    assert {k: params[k].default for k in d if k in params} == {k: d[k] for k in params if k in d}
+    parser = argparse.ArgumentParser()
+    cli_analyze.register(parser.add_subparsers())
+    args = parser.parse_args(["analyze", "x.pcap", "--out", "o"])
+    assert (args.tcp_idle_timeout, args.udp_idle_timeout, args.max_flows) == (
+        d["tcp_idle_timeout_s"], d["udp_idle_timeout_s"], d["max_flows"])
+
+
+@pytest.mark.parametrize("path", ["jobs/local.py", "jobs/cli_analyze.py", "python/tailscope/api.py"])
+def test_no_session_default_written_in_python(path):
+    text = (ROOT / path).read_text()
+    assert not re.search(r"\b(900\.0|120\.0|1_000_000|65_536)\b", text), f"{path}: a session default written out again"
