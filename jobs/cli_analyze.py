@@ -33,6 +33,9 @@ output layout (Parquet, partitioned by UTC date):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from tailscope import _native
+
+    d = _native.defaults()  # the session defaults, one table in Rust (signatures/src/defaults.rs)
     p = sub.add_parser(
         "analyze",
         help="decode captures, rebuild flows, write the Parquet dataset",
@@ -46,9 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", "-o", required=True, type=Path, metavar="DIR", help="dataset directory (created if missing; runs append)")
     p.add_argument("--engine", choices=["local", "spark"], default="local", help="execution engine: local (default, no JVM) or spark (docs/spark.md)")
     p.add_argument("--capture-id", metavar="ID", help="treat all inputs as one capture (one rotation set) with this id")
-    p.add_argument("--tcp-idle-timeout", type=float, default=900.0, metavar="SEC", help="end a TCP flow after this idle time (default: 900)")
-    p.add_argument("--udp-idle-timeout", type=float, default=120.0, metavar="SEC", help="end a UDP flow after this idle time (default: 120)")
-    p.add_argument("--max-flows", type=int, default=1_000_000, metavar="N", help="flow table limit; past it the least recently active flow is ended and counted as evicted (default: 1000000)")
+    p.add_argument("--tcp-idle-timeout", type=float, default=d["tcp_idle_timeout_s"], metavar="SEC",
+                   help=f"end a TCP flow after this idle time (default: {d['tcp_idle_timeout_s']:g})")
+    p.add_argument("--udp-idle-timeout", type=float, default=d["udp_idle_timeout_s"], metavar="SEC",
+                   help=f"end a UDP flow after this idle time (default: {d['udp_idle_timeout_s']:g})")
+    p.add_argument("--max-flows", type=int, default=d["max_flows"], metavar="N",
+                   help=f"flow table limit; past it the least recently active flow is ended and counted as evicted (default: {d['max_flows']})")
     p.add_argument("--no-checksums", action="store_true", help="skip sha256 of inputs in the manifest")
     p.add_argument("--incremental", action=argparse.BooleanOptionalAction, default=True,
                    help="skip inputs whose content (sha256) a committed run of --out processed (default: on; "

@@ -79,8 +79,11 @@ def _checked(dataset: Path) -> Path:
     return dataset
 
 
-def create_views(con, dataset: Path) -> None:
-    """The views of sql/ (staging, marts, questions) over the dataset's Parquet tables."""
+def install(con, dataset: Path) -> None:
+    """Create sql/'s views and macros on ``con`` over the Parquet files of ``dataset`` (an empty
+    table of the right schema stands in for a table with no rows yet). `tailscope db` writes them
+    to a file; `stats`, `conn`, `export` and the report query them in memory: one definition of
+    every figure."""
     sources = {}
     horizon = _horizon_sql(dataset)
     for table in TABLES:
@@ -126,7 +129,7 @@ def connect(dataset: Path):
     con = duckdb.connect()
     try:
         con.execute("SET TimeZone='UTC'")
-        create_views(con, dataset)
+        install(con, dataset)
     except BaseException:
         con.close()
         raise
@@ -146,7 +149,7 @@ def build(dataset: Path, db_path: Path | None = None) -> Path:
     except duckdb.IOException as exc:
         raise OSError(errno.EIO, f"cannot create the database ({exc})", str(db_path)) from exc
     try:
-        create_views(con, dataset)
+        install(con, dataset)
         con.close()
         os.replace(tmp, db_path)
     except BaseException:

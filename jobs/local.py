@@ -28,6 +28,8 @@ from tailscope.jobs.pseudonymize import Pseudonymizer, load_key
 from tailscope.jobs.storage import filesystem, is_url
 
 MANIFEST_SCHEMA_VERSION = 1
+# The session defaults (flow timeouts, flow table size, batch size): one table, in Rust.
+DEFAULTS = _native.defaults()
 # What a native session counts, summed over a run's sessions into the manifest's totals.
 SESSION_COUNTERS = ("flows", "flows_evicted", "queries_written_unsettled")
 
@@ -35,11 +37,11 @@ SESSION_COUNTERS = ("flows", "flows_evicted", "queries_written_unsettled")
 @dataclass
 class AnalyzeOptions:
     capture_id: str | None = None
-    tcp_idle_timeout_s: float = 900.0
-    udp_idle_timeout_s: float = 120.0
-    tcp_closed_linger_s: float = 120.0
-    max_flows: int = 1_000_000
-    batch_rows: int = 65_536
+    tcp_idle_timeout_s: float = DEFAULTS["tcp_idle_timeout_s"]
+    udp_idle_timeout_s: float = DEFAULTS["udp_idle_timeout_s"]
+    tcp_closed_linger_s: float = DEFAULTS["tcp_closed_linger_s"]
+    max_flows: int = DEFAULTS["max_flows"]
+    batch_rows: int = DEFAULTS["batch_rows"]
     checksums: bool = True
     # take only inputs whose content no committed run processed (jobs/ledger.py); off, a run
     # appends whatever it is given (the same input twice is then counted twice)

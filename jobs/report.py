@@ -73,17 +73,6 @@ def _rows(con, sql: str, params=()) -> list[dict]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
-def _week_days(week: str) -> tuple[str, str]:
-    monday = dt.date.fromisocalendar(int(week[:4]), int(week[6:8]), 1)
-    return monday.isoformat(), (monday + dt.timedelta(days=6)).isoformat()
-
-
-def _previous_week(week: str) -> str:
-    monday = dt.date.fromisocalendar(int(week[:4]), int(week[6:8]), 1) - dt.timedelta(days=7)
-    y, w, _ = monday.isocalendar()
-    return f"{y}-W{w:02d}"
-
-
 def _top_signatures(rows: list[dict], key: tuple, n: int) -> dict[tuple, list[dict]]:
     """Per key: the signatures charged the most delay in the tail (pseudo-signature '(none)' left
     out: it has no delay), heaviest first."""
@@ -134,8 +123,10 @@ def _collect(con, dataset: Path, options: ReportOptions) -> dict:
     week = options.week or (weeks[-1] if weeks else None)
     if week is None:
         raise ReportError(f"{dataset}: the dataset has no flows")
-    prev = _previous_week(week)
-    first_day, last_day = _week_days(week)
+    # the ISO week's arithmetic is sql/'s (marts/005_weeks.sql)
+    prev, first_day, last_day = con.execute(
+        "SELECT previous_week(?), CAST(iso_week_start(?) AS VARCHAR), CAST(iso_week_start(?) + 6 AS VARCHAR)", [week] * 3
+    ).fetchone()
     d: dict = {
         "dataset": str(dataset), "week": week, "previous_week": prev, "first_day": first_day, "last_day": last_day,
         "weeks": weeks, "has_week": week in weeks, "has_previous": prev in weeks,

@@ -1,7 +1,9 @@
 """`tailscope stats`: the field-study tables and tail-latency attribution for a dataset slice.
 
-Pure functions over DuckDB reading the Parquet dataset directly. Definitions — what each number
-means, exactly — are in docs/stats.md (the one place); keep the two in step.
+Pure functions over the views of sql/ (installed on an in-memory DuckDB over the Parquet dataset):
+a lossy connection, the ISO week and the tail attribution are the SQL layer's (`flow_facts`,
+`query_facts`, the `tail_attribution` macro); this module selects the slice and shapes the tables.
+What each number means, exactly, is in docs/stats.md.
 
     tables = compute_stats(Path("demo-out"), Slice(carrier=["Northwind Mobile"]), by="hexagon")
     print(render(tables, "text"))
@@ -26,24 +28,17 @@ PERCENTILES = (0.5, 0.75, 0.95, 0.99)
 ATTRIBUTION_LEVELS = (("all", None), ("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 UNKNOWN = "unknown"
 
-# slice / group-by dimension → flows column (or expression over flows)
+# slice / group-by dimension → flow_facts column (where a missing enrichment value, e.g. of runs
+# written before enrichment, reads 'unknown')
 DIMENSIONS = {
     "carrier": "carrier",
     "hexagon": "h3_cell",
     "site": "site",
-    "week": "strftime(start, '%G-W%V')",
+    "week": "week",
     "network_type": "network_type",
     "region": "region",
 }
 ENRICHMENT_DIMENSIONS = {"carrier", "hexagon", "site", "network_type", "region"}
-
-
-def _dim_expr(dim: str) -> str:
-    """SQL for a dimension's value; a missing enrichment value (runs written before enrichment,
-    read together with newer ones) counts as 'unknown'."""
-    if dim in ENRICHMENT_DIMENSIONS:
-        return f"coalesce(CAST({DIMENSIONS[dim]} AS VARCHAR), '{UNKNOWN}')"
-    return DIMENSIONS[dim]
 WEEK_RE = re.compile(r"^\d{4}-W(0[1-9]|[1-4]\d|5[0-3])$")
 
 
@@ -91,19 +86,13 @@ def _sql_str(text: str) -> str:
 def _connect(dataset: Path):
     import duckdb
 
-    from tailscope.jobs.prune import horizon_of
+    from tailscope.jobs.db import install
 
     con = duckdb.connect()
     con.execute("SET TimeZone='UTC'")
-    present = {}
-    for table in ("flows", "packets", "queries"):
-        pattern = str(dataset / table / "*" / "*.parquet")
-        present[table] = bool(glob.glob(pattern))
-        if present[table]:
-            con.execute(
-                f"CREATE VIEW {table}_all AS SELECT * FROM read_parquet({_sql_str(pattern)}, hive_partitioning=true, union_by_name=true) "
-                f"WHERE CAST(\"date\" AS DATE) >= DATE {_sql_str(horizon_of(dataset))}"  # retention (jobs/prune.py)
-            )
+    present = {table: bool(glob.glob(str(dataset / table / "*" / "*.parquet"))) for table in ("flows", "packets", "queries")}
+    if present["flows"]:
+        install(con, dataset)
     return con, present
 
 
@@ -125,7 +114,7 @@ def _expand_hexagons(con, cells: list[str]) -> list[str]:
         else:
             raise StatsError(f"hexagon {c!r} is not an H3 cell index (e.g. 871969c9bffffff) or 'unknown'")
     if wanted:
-        present = [r[0] for r in con.execute("SELECT DISTINCT h3_cell FROM flows_all WHERE h3_cell IS NOT NULL").fetchall()]
+        present = [r[0] for r in con.execute("SELECT DISTINCT h3_cell FROM flow_facts").fetchall()]
         for cell in present:
             if cell == UNKNOWN or not h3.is_valid_cell(cell):
                 continue
@@ -151,7 +140,7 @@ def _select_flows(con, columns: set[str], slice_: Slice, by: str | None) -> None
         )
     where, params = [], []
     for dim, values in slice_.active().items():
-        expr = _dim_expr(dim)
+        expr = DIMENSIONS[dim]
         if dim == "hexagon":
             values = _expand_hexagons(con, values)
         elif dim == "network_type":
@@ -164,9 +153,9 @@ def _select_flows(con, columns: set[str], slice_: Slice, by: str | None) -> None
         else:
             where.append(f"list_contains(?::VARCHAR[], lower({expr}))")
             params.append([v.lower() for v in values])
-    grp = f"coalesce(CAST({_dim_expr(by)} AS VARCHAR), '{UNKNOWN}')" if by else "'all'"
+    grp = DIMENSIONS[by] if by else "'all'"
     cond = " AND ".join(where) if where else "true"
-    con.execute(f"CREATE TEMP TABLE f AS SELECT *, {grp} AS grp FROM flows_all WHERE {cond}", params)
+    con.execute(f"CREATE TEMP TABLE f AS SELECT *, {grp} AS grp FROM flow_facts WHERE {cond}", params)
     con.execute("CREATE TEMP TABLE sel AS SELECT flow_id, any_value(grp) AS grp FROM f GROUP BY flow_id")
 
 
@@ -198,13 +187,13 @@ def _overview(con, present: dict, columns: set[str]) -> list[dict]:
     out = {r[0]: dict(zip(names, r)) for r in rows}
     if present["packets"]:
         for grp, packets in con.execute(
-            "SELECT s.grp, count(*) FROM packets_all p JOIN sel s USING (flow_id) GROUP BY s.grp"
+            "SELECT s.grp, count(*) FROM packets p JOIN sel s USING (flow_id) GROUP BY s.grp"
         ).fetchall():
             if grp in out:
                 out[grp]["packets"] = packets
     if present["queries"]:
         for grp, n, complete in con.execute(
-            "SELECT s.grp, count(*), count(*) FILTER (WHERE q.complete) FROM queries_all q JOIN sel s USING (flow_id) GROUP BY s.grp"
+            "SELECT s.grp, count(*), count(*) FILTER (WHERE q.complete) FROM queries q JOIN sel s USING (flow_id) GROUP BY s.grp"
         ).fetchall():
             if grp in out:
                 out[grp]["queries"] = n
@@ -234,13 +223,6 @@ def _value_row(metric, label, unit, grp, value, numerator=None, denominator=None
     return row
 
 
-LOSSY = (
-    "(coalesce(c2s_retx_packets, 0) + coalesce(s2c_retx_packets, 0) + coalesce(syn_retx, 0) + coalesce(synack_retx, 0) "
-    "+ coalesce(retx_rto, 0) + coalesce(retx_fast, 0) + coalesce(retx_tlp, 0) + coalesce(retx_spurious, 0) "
-    "+ coalesce(retx_network_duplicate, 0) + coalesce(retx_unknown, 0)) > 0"
-)
-ESTABLISHMENT = "(coalesce(syn_retx, 0) > 0 OR coalesce(synack_retx, 0) > 0)"
-DATA = "(coalesce(c2s_retx_packets, 0) + coalesce(s2c_retx_packets, 0)) > 0"
 # segments that occupy sequence space (payload, SYN, FIN): what can be retransmitted
 SEGMENT = "(payload_len > 0 OR (flags & 3) <> 0 OR retx_cause IS NOT NULL)"
 QUANTS = "[" + ", ".join(str(p) for p in PERCENTILES) + "]"
@@ -252,9 +234,9 @@ def _network(con, present: dict, groups: list[str]) -> list[dict]:
         r[0]: r[1:]
         for r in con.execute(
             f"""SELECT grp, count(*) AS tcp,
-                   count(*) FILTER (WHERE {LOSSY}) AS lossy,
-                   count(*) FILTER (WHERE {LOSSY} AND {ESTABLISHMENT}) AS est,
-                   count(*) FILTER (WHERE {LOSSY} AND {DATA}) AS data
+                   count(*) FILTER (WHERE lossy) AS lossy,
+                   count(*) FILTER (WHERE lossy AND loss_in_establishment) AS est,
+                   count(*) FILTER (WHERE lossy AND loss_in_data) AS data
             FROM f WHERE protocol = 'tcp' GROUP BY grp"""
         ).fetchall()
     }
@@ -264,8 +246,8 @@ def _network(con, present: dict, groups: list[str]) -> list[dict]:
             f"""CREATE TEMP TABLE p AS
             SELECT s.grp, pk.flow_id, pk.direction, pk.seq, pk.rtt_ns, pk.retx_cause, pk.retx_delay_ns, {SEGMENT} AS is_segment,
                    fl.lossy
-            FROM packets_all pk JOIN sel s USING (flow_id)
-            JOIN (SELECT flow_id, bool_or({LOSSY}) AS lossy FROM f GROUP BY flow_id) fl USING (flow_id)
+            FROM packets pk JOIN sel s USING (flow_id)
+            JOIN (SELECT flow_id, bool_or(lossy) AS lossy FROM f GROUP BY flow_id) fl USING (flow_id)
             WHERE pk.ip_proto = 6"""
         )
         rtt = {
@@ -335,85 +317,40 @@ def _network(con, present: dict, groups: list[str]) -> list[dict]:
     return [row for g in groups for row in rows[g]]
 
 
-# first queries wait for the connection: their latency includes setup_ns
-EFFECTIVE_LATENCY = "q.latency_ns + CASE WHEN q.query_index = 0 THEN coalesce(q.setup_ns, 0) ELSE 0 END"
-SETUP = "(connection setup)"
 NONE = "(none)"
 
 
 def _attribution(con, present: dict) -> list[dict]:
+    """sql/'s tail_attribution at each level, over the slice's complete queries (query_facts)."""
     if not present["queries"]:
         return []
     con.execute(
-        f"""CREATE TEMP TABLE q AS
-        SELECT s.grp, row_number() OVER () AS qid, {EFFECTIVE_LATENCY} AS lat,
-               CASE WHEN q.query_index = 0 THEN coalesce(q.setup_ns, 0) ELSE 0 END AS setup,
-               list_distinct(list_concat(coalesce(q.signatures, []), [d.signature FOR d IN coalesce(q.delays, [])])) AS sigs,
-               coalesce(q.delays, []) AS delays
-        FROM queries_all q JOIN sel s USING (flow_id)
-        WHERE q.complete AND q.latency_ns IS NOT NULL"""
+        "CREATE TEMP TABLE aq AS SELECT s.grp, q.latency_ns, q.setup_ns, q.signatures, q.delays "
+        "FROM query_facts q JOIN sel s USING (flow_id)"
     )
-    levels = " UNION ALL ".join(
-        f"SELECT grp, '{name}' AS level, {i} AS ord, "
-        + ("min(lat)" if p is None else f"quantile_disc(lat, {p})")
-        + " AS t FROM q GROUP BY grp"
-        for i, (name, p) in enumerate(ATTRIBUTION_LEVELS)
-    )
-    con.execute(f"CREATE TEMP TABLE lv AS {levels}")
-    con.execute(
-        "CREATE TEMP TABLE tail AS SELECT lv.grp, lv.level, lv.ord, lv.t, q.qid, q.lat, q.setup, q.sigs, q.delays "
-        "FROM lv JOIN q ON q.grp = lv.grp AND q.lat >= lv.t"
-    )
-    totals = {
-        (r[0], r[1]): r[2:]
-        for r in con.execute("SELECT grp, level, any_value(ord), any_value(t), count(*), sum(lat) FROM tail GROUP BY grp, level").fetchall()
-    }
-    con.execute(
-        f"""CREATE TEMP TABLE sigs AS
-        SELECT DISTINCT grp, level, sig FROM (
-            SELECT grp, level, unnest(sigs) AS sig FROM tail
-            UNION ALL SELECT grp, level, '{SETUP}' AS sig FROM tail WHERE setup > 0
-            UNION ALL SELECT grp, level, '{NONE}' AS sig FROM tail WHERE len(sigs) = 0)"""
-    )
-    has = f"""CASE WHEN s.sig = '{SETUP}' THEN t.setup > 0 WHEN s.sig = '{NONE}' THEN len(t.sigs) = 0
-                   ELSE list_contains(t.sigs, s.sig) END"""
-    per_sig = con.execute(
-        f"""SELECT s.grp, s.level, s.sig,
-                   count(*) FILTER (WHERE {has}) AS n_with,
-                   median(t.lat) FILTER (WHERE {has}) AS med_with,
-                   median(t.lat) FILTER (WHERE NOT ({has})) AS med_without
-            FROM sigs s JOIN tail t ON t.grp = s.grp AND t.level = s.level
-            GROUP BY s.grp, s.level, s.sig"""
-    ).fetchall()
-    delays = {
-        (r[0], r[1], r[2]): r[3]
-        for r in con.execute(
-            f"""SELECT grp, level, d.signature, sum(d.delay_ns) FROM (SELECT grp, level, unnest(delays) AS d FROM tail)
-                GROUP BY ALL
-                UNION ALL SELECT grp, level, '{SETUP}', sum(setup) FROM tail GROUP BY ALL"""
-        ).fetchall()
-    }
     out = []
-    for grp, level, sig, n_with, med_with, med_without in per_sig:
-        ord_, t, n, sum_lat = totals[(grp, level)]
-        d = delays.get((grp, level, sig))
-        d = None if sig == NONE else (d or 0)
-        out.append(
-            {
-                "group": grp,
-                "level": level,
-                "threshold_ms": _ms(t),
-                "queries": n,
-                "signature": sig,
-                "queries_with": n_with,
-                "share": _share(n_with, n),
-                "median_with_ms": _ms(med_with),
-                "median_without_ms": _ms(med_without),
-                "delay_ms": _ms(d),
-                "delay_share": None if d is None else _share(d, sum_lat),
-                "_ord": ord_,
-            }
-        )
+    for ord_, (level, p) in enumerate(ATTRIBUTION_LEVELS):
+        rows = con.execute(
+            "SELECT grp, signature, threshold_ns, tail_queries, tail_latency_ns, queries_with, delay_ns, median_with_ns, "
+            f"median_without_ns FROM tail_attribution('aq', {p or 0})"
+        ).fetchall()
+        for grp, sig, t, n, sum_lat, n_with, d, med_with, med_without in rows:
+            out.append(
+                {
+                    "group": grp,
+                    "level": level,
+                    "threshold_ms": _ms(t),
+                    "queries": n,
+                    "signature": sig,
+                    "queries_with": n_with,
+                    "share": _share(n_with, n),
+                    "median_with_ms": _ms(med_with),
+                    "median_without_ms": _ms(med_without),
+                    "delay_ms": _ms(d),
+                    "delay_share": None if d is None else _share(d, sum_lat),
+                    "_ord": ord_,
+                }
+            )
     out.sort(key=lambda r: (r["group"], r["_ord"], r["signature"] == NONE, -(r["share"] or 0), -(r["delay_ms"] or 0), r["signature"]))
     for r in out:
         del r["_ord"]
@@ -433,7 +370,7 @@ def compute_stats(dataset: Path | str, slice_: Slice | None = None, by: str | No
     try:
         if not present["flows"]:
             raise StatsError(f"{dataset}: no flows (expected {dataset}/flows/date=*/*.parquet; run tailscope analyze first)")
-        columns = _columns(con, "flows_all")
+        columns = _columns(con, "flows")
         _select_flows(con, columns, slice_, by)
         overview = _overview(con, present, columns)
         groups = [r["group"] for r in overview]
@@ -452,13 +389,14 @@ def slice_values(dataset: Path | str, dims: list[str], limit: int = 20) -> dict[
     try:
         if not present["flows"]:
             return {}
-        columns = _columns(con, "flows_all")
+        columns = _columns(con, "flows")
         out = {}
         for dim in dims:
             if dim in ENRICHMENT_DIMENSIONS and DIMENSIONS[dim] not in columns:
                 continue
-            expr = _dim_expr(dim)
-            rows = con.execute(f"SELECT {expr} AS v, count(*) AS n FROM flows_all GROUP BY v ORDER BY n DESC, v LIMIT {int(limit)}").fetchall()
+            rows = con.execute(
+                f"SELECT {DIMENSIONS[dim]} AS v, count(*) AS n FROM flow_facts GROUP BY v ORDER BY n DESC, v LIMIT {int(limit)}"
+            ).fetchall()
             out[dim] = [str(v) for v, _ in rows]
         return out
     finally:

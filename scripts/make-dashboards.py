@@ -249,37 +249,27 @@ def dashboard(uid: str, title: str, description: str, variables: list[dict], lay
 # shared SQL
 
 
+def attribution_input(group: str | None) -> str:
+    """The selection's complete queries as sql/'s tail_attribution macro takes them (grp = the group)."""
+    grp = group or "'all'"
+    return f"SELECT {grp} AS grp, latency_ns, setup_ns, signatures, delays FROM query_facts WHERE {FILTER}"
+
+
 def tail_attribution_sql(group: str | None) -> str:
     """Per (group,) signature: the share of the selection's p99 tail carrying it and the delay it is
-    charged there — `tailscope stats` attribution at level p99, per group (or over the selection)."""
-    g = f"{group}, " if group else ""
-    on = f" USING ({group})" if group else ""
-    grp_by = f"GROUP BY {group}" if group else ""
-    tail_join = f"JOIN lvl USING ({group})" if group else ", lvl"
+    charged there — sql/'s tail_attribution macro at level 0.99, as `tailscope stats` level p99."""
+    key = f"grp AS {group}, " if group else ""
+    order = f"{group}, " if group else ""
     return f"""
-WITH q AS (
-    SELECT flow_id, query_index, {g}latency_ns, signatures FROM query_facts WHERE {FILTER}
-),
-lvl AS (SELECT {g}quantile_disc(latency_ns, 0.99) AS p99_ns FROM q {grp_by}),
-tail AS (SELECT q.* FROM q {tail_join} WHERE q.latency_ns >= lvl.p99_ns),
-tot AS (SELECT {g}count(*) AS tail_queries, sum(latency_ns) AS tail_latency_ns FROM tail {grp_by}),
-sig AS (
-    SELECT {('tail.' + group + ', ') if group else ''}s.signature, count(*) AS tail_with, sum(s.delay_ns) AS delay_ns
-    FROM tail JOIN query_signatures s USING (flow_id, query_index)
-    GROUP BY ALL
-    UNION ALL
-    SELECT {g}'(none)' AS signature, count(*) AS tail_with, NULL AS delay_ns
-    FROM tail WHERE len(signatures) = 0 {'GROUP BY ' + group if group else ''}
-)
-SELECT {('sig.' + group + ', ') if group else ''}sig.signature,
-       tot.tail_queries,
-       sig.tail_with,
-       sig.tail_with / tot.tail_queries                    AS tail_rate,
-       CAST(sig.delay_ns AS DOUBLE) / 1e6                 AS tail_delay_ms,
-       CAST(sig.delay_ns AS DOUBLE) / nullif(CAST(tot.tail_latency_ns AS DOUBLE), 0) AS tail_delay_share
-FROM sig {'JOIN tot' + on if group else ', tot'}
-WHERE sig.tail_with > 0
-ORDER BY {('sig.' + group + ', ') if group else ''}tail_delay_ms DESC NULLS LAST, tail_rate DESC
+WITH q AS ({attribution_input(group)})
+SELECT {key}signature,
+       tail_queries,
+       queries_with                                       AS tail_with,
+       queries_with / tail_queries                        AS tail_rate,
+       CAST(delay_ns AS DOUBLE) / 1e6                     AS tail_delay_ms,
+       CAST(delay_ns AS DOUBLE) / nullif(CAST(tail_latency_ns AS DOUBLE), 0) AS tail_delay_share
+FROM tail_attribution('q', 0.99)
+ORDER BY {order}tail_delay_ms DESC NULLS LAST, tail_rate DESC
 """
 
 
@@ -304,14 +294,10 @@ f AS (
              / nullif(count(*) FILTER (WHERE protocol = 'tcp'), 0) AS lossy_share
     FROM flow_facts WHERE {FILTER} GROUP BY ALL
 ),
-tail AS (SELECT q.flow_id, q.query_index, q.{group} FROM q JOIN c USING ({group}) WHERE q.latency_ns >= c.p99_ns),
-ts AS (
-    SELECT tail.{group}, s.signature, sum(s.delay_ns) AS delay_ns
-    FROM tail JOIN query_signatures s USING (flow_id, query_index) GROUP BY ALL
-),
+tq AS ({attribution_input(group)}),
 top AS (
-    SELECT {group}, arg_max(signature, delay_ns) AS top_tail_signature, CAST(max(delay_ns) AS DOUBLE) / 1e6 AS top_tail_delay_ms
-    FROM ts GROUP BY ALL
+    SELECT grp AS {group}, arg_max(signature, delay_ns) AS top_tail_signature, CAST(max(delay_ns) AS DOUBLE) / 1e6 AS top_tail_delay_ms
+    FROM tail_attribution('tq', 0.99) GROUP BY ALL
 )
 SELECT c.{group}{extra}, f.flows, c.queries, c.p50_ms, c.p95_ms, c.p99_ns / 1e6 AS p99_ms,
        f.lossy_share, c.signature_rate, top.top_tail_signature, top.top_tail_delay_ms
@@ -472,17 +458,21 @@ WHERE {FILTER}
 GROUP BY 1 ORDER BY 1""", unit="ms"), 12, 8)
     for dim, title, w in (("carrier", "by carrier", 12), ("h3_cell", "by hexagon", 12)):
         L.add(table(f"$signature {title}", f"""
-WITH q AS (SELECT q.*, s.delay_ns, s.flow_id IS NOT NULL AS has
-           FROM query_facts q LEFT JOIN {has} s USING (flow_id, query_index) WHERE {FILTER}),
-lvl AS (SELECT {dim}, quantile_disc(latency_ns, 0.99) AS p99_ns FROM q GROUP BY {dim})
-SELECT {dim}, count(*) AS queries,
-       count(*) FILTER (WHERE has) / count(*) AS rate,
-       count(*) FILTER (WHERE has AND latency_ns >= p99_ns) / count(*) FILTER (WHERE latency_ns >= p99_ns) AS tail_rate,
-       CAST(sum(delay_ns) AS DOUBLE) / 1e6 AS delay_ms,
-       median(latency_ns) FILTER (WHERE has) / 1e6 AS median_with_ms,
-       median(latency_ns) FILTER (WHERE NOT has) / 1e6 AS median_without_ms
-FROM q JOIN lvl USING ({dim})
-GROUP BY {dim} ORDER BY delay_ms DESC NULLS LAST, rate DESC""",
+WITH q AS ({attribution_input(dim)}),
+every AS (SELECT * FROM tail_attribution('q', 0)),
+p99 AS (SELECT * FROM tail_attribution('q', 0.99)),
+groups AS (SELECT DISTINCT grp, tail_queries AS queries FROM every),
+tails AS (SELECT DISTINCT grp, tail_queries FROM p99)
+SELECT g.grp AS {dim}, g.queries,
+       coalesce(a.queries_with, 0) / g.queries AS rate,
+       coalesce(t.queries_with, 0) / tails.tail_queries AS tail_rate,
+       CAST(a.delay_ns AS DOUBLE) / 1e6 AS delay_ms,
+       a.median_with_ns / 1e6 AS median_with_ms,
+       a.median_without_ns / 1e6 AS median_without_ms
+FROM groups g JOIN tails USING (grp)
+LEFT JOIN every a ON a.grp = g.grp AND a.signature = $signature
+LEFT JOIN p99 t ON t.grp = g.grp AND t.signature = $signature
+ORDER BY delay_ms DESC NULLS LAST, rate DESC""",
                     units={"rate": "percentunit", "tail_rate": "percentunit", "delay_ms": "ms", "median_with_ms": "ms", "median_without_ms": "ms"},
                     gauges=["rate", "tail_rate"]), w, 8)
     L.row("Events and connections")

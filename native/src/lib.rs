@@ -14,6 +14,7 @@ use pyo3::types::{PyDict, PyList};
 
 use tailscope_parsers::capture::{CaptureError, CaptureErrorKind, CaptureReader};
 use tailscope_parsers::SkipReason;
+use tailscope_signatures::defaults;
 use tailscope_signatures::flow::FlowConfig;
 use tailscope_signatures::session::{Drained, FileCursor, FileStats, Session, SessionConfig};
 use tailscope_signatures::tables;
@@ -181,8 +182,9 @@ pub(crate) fn keylog_counts_of<'py>(py: Python<'py>, session: &Session) -> PyRes
 #[pymethods]
 impl PySession {
     #[new]
-    #[pyo3(signature = (capture_id, *, tcp_idle_timeout_s=900.0, udp_idle_timeout_s=120.0,
-                        tcp_closed_linger_s=120.0, max_flows=1_000_000, batch_rows=65_536,
+    #[pyo3(signature = (capture_id, *, tcp_idle_timeout_s=defaults::TCP_IDLE_TIMEOUT_S,
+                        udp_idle_timeout_s=defaults::UDP_IDLE_TIMEOUT_S, tcp_closed_linger_s=defaults::TCP_CLOSED_LINGER_S,
+                        max_flows=defaults::MAX_FLOWS, batch_rows=defaults::BATCH_ROWS,
                         community_id_seed=0))]
     fn new(
         capture_id: &str,
@@ -399,6 +401,19 @@ fn skip_reasons() -> Vec<&'static str> {
     SkipReason::ALL.iter().map(|r| r.name()).collect()
 }
 
+/// The session defaults (signatures/src/defaults.rs), by option name: the Python layer's defaults.
+#[pyfunction(name = "defaults")]
+fn defaults_py(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, value) in defaults::TABLE {
+        match value {
+            defaults::Value::Seconds(s) => d.set_item(name, s)?,
+            defaults::Value::Count(n) => d.set_item(name, n)?,
+        }
+    }
+    Ok(d)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySession>()?;
@@ -408,6 +423,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pseudonym::PyPseudonymizer>()?;
     m.add_function(wrap_pyfunction!(replay::frame_schema_py, m)?)?;
     m.add_function(wrap_pyfunction!(probe, m)?)?;
+    m.add_function(wrap_pyfunction!(defaults_py, m)?)?;
     m.add_function(wrap_pyfunction!(community_id, m)?)?;
     m.add_function(wrap_pyfunction!(packet_schema, m)?)?;
     m.add_function(wrap_pyfunction!(flow_schema, m)?)?;

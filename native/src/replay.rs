@@ -12,6 +12,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use tailscope_signatures::defaults;
 use tailscope_signatures::session::replay::{frame_schema, open_splitter, FrameSplitter, Replayer};
 use tailscope_signatures::session::Drained;
 
@@ -113,8 +114,9 @@ impl PyReplayer {
     /// Replays one capture's frames: `files` are its file labels in the local engine's order,
     /// `horizon_ns` its last decoded packet time. Options as for Session.
     #[new]
-    #[pyo3(signature = (capture_id, files, horizon_ns, *, tcp_idle_timeout_s=900.0, udp_idle_timeout_s=120.0,
-                        tcp_closed_linger_s=120.0, max_flows=1_000_000, batch_rows=65_536,
+    #[pyo3(signature = (capture_id, files, horizon_ns, *, tcp_idle_timeout_s=defaults::TCP_IDLE_TIMEOUT_S,
+                        udp_idle_timeout_s=defaults::UDP_IDLE_TIMEOUT_S, tcp_closed_linger_s=defaults::TCP_CLOSED_LINGER_S,
+                        max_flows=defaults::MAX_FLOWS, batch_rows=defaults::BATCH_ROWS,
                         community_id_seed=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(

@@ -18,16 +18,17 @@ import pyarrow as pa
 from tailscope import _native
 
 CaptureFileError = _native.CaptureFileError
+DEFAULTS = _native.defaults()  # the session defaults (signatures/src/defaults.rs)
 
 
 def batches(
     paths: Iterable[str | Path],
     capture_id: str = "api",
     *,
-    tcp_idle_timeout_s: float = 900.0,
-    udp_idle_timeout_s: float = 120.0,
-    max_flows: int = 1_000_000,
-    batch_rows: int = 65_536,
+    tcp_idle_timeout_s: float = DEFAULTS["tcp_idle_timeout_s"],
+    udp_idle_timeout_s: float = DEFAULTS["udp_idle_timeout_s"],
+    max_flows: int = DEFAULTS["max_flows"],
+    batch_rows: int = DEFAULTS["batch_rows"],
     keylogs: Iterable[str | Path] = (),
 ) -> Iterator[tuple[str, pa.RecordBatch]]:
     """Decode the files in the order given, as one capture (one flow table), yielding

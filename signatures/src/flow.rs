@@ -20,6 +20,7 @@ use std::net::IpAddr;
 use tailscope_parsers::decode::{Packet, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 
 use crate::community_id::community_id_v1;
+use crate::defaults;
 use crate::quic::QuicState;
 use crate::tcp::TcpState;
 
@@ -37,10 +38,10 @@ pub struct FlowConfig {
 impl Default for FlowConfig {
     fn default() -> Self {
         FlowConfig {
-            tcp_idle_timeout_ns: 900 * 1_000_000_000,
-            udp_idle_timeout_ns: 120 * 1_000_000_000,
-            tcp_closed_linger_ns: 120 * 1_000_000_000,
-            max_flows: 1_000_000,
+            tcp_idle_timeout_ns: defaults::ns(defaults::TCP_IDLE_TIMEOUT_S),
+            udp_idle_timeout_ns: defaults::ns(defaults::UDP_IDLE_TIMEOUT_S),
+            tcp_closed_linger_ns: defaults::ns(defaults::TCP_CLOSED_LINGER_S),
+            max_flows: defaults::MAX_FLOWS,
             community_id_seed: 0,
         }
     }

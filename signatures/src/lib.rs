@@ -2,6 +2,7 @@
 //! emitted as Arrow record batches.
 
 pub mod community_id;
+pub mod defaults;
 pub mod flow;
 pub mod pathology;
 pub mod pseudonym;

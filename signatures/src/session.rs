@@ -37,7 +37,7 @@ pub struct SessionConfig {
 
 impl Default for SessionConfig {
     fn default() -> Self {
-        SessionConfig { flow: FlowConfig::default(), batch_rows: 65_536 }
+        SessionConfig { flow: FlowConfig::default(), batch_rows: crate::defaults::BATCH_ROWS }
     }
 }
 

@@ -2,7 +2,7 @@
 -- `tailscope stats` slices them (docs/stats.md):
 --   * enrichment columns are never null: a missing value is 'unknown' (also for datasets written
 --     before enrichment existed: the UNION ALL BY NAME below supplies the columns they lack);
---   * week = ISO week (UTC) of the flow's start, 'YYYY-Www'; week_start its Monday 00:00 UTC;
+--   * week = iso_week of the flow's start (marts/005_weeks.sql); week_start its Monday 00:00 UTC;
 --     hour = the flow's start hour (UTC). Both TIMESTAMPTZ so Grafana plots them as time.
 --   * lossy / loss_in_establishment / loss_in_data are the field-study table's definitions.
 -- Times are converted with timezone('UTC', ...) so the result does not depend on the session's
@@ -29,7 +29,7 @@ SELECT
     CAST(server_port AS INTEGER)                                         AS server_port,
     start,
     "end",
-    strftime(timezone('UTC', start), '%G-W%V')                           AS week,
+    iso_week(start)                                                      AS week,
     timezone('UTC', date_trunc('week', timezone('UTC', start)))          AS week_start,
     timezone('UTC', date_trunc('hour', timezone('UTC', start)))          AS hour,
     (epoch_ns("end") - epoch_ns(start)) / 1e6                            AS duration_ms,

@@ -56,16 +56,13 @@ WHERE q.complete AND q.latency_ns IS NOT NULL;
 -- query_signatures: one row per (complete query, signature it carries), with the delay charged to
 -- that signature in that query (the sum of its `delays` entries; 0 for signatures that cost no
 -- delay, such as reordering). A first query whose connection setup took time also gets a row
--- '(connection setup)' with setup_ns as its delay — as in `tailscope stats` attribution.
+-- '(connection setup)' with setup_ns as its delay (charged_signatures / charged_delay, 015).
 CREATE OR REPLACE VIEW query_signatures AS
 SELECT
     q.flow_id, q.query_index, q.community_id, q.start, q.week, q.week_start, q.hour,
     q.latency_ns, q.latency_ms,
     s.signature,
-    CASE WHEN s.signature = '(connection setup)' THEN q.setup_ns
-         ELSE coalesce(list_sum([d.delay_ns FOR d IN q.delays IF d.signature = s.signature]), 0)
-    END AS delay_ns,
+    charged_delay(s.signature, q.setup_ns, q.delays) AS delay_ns,
     q.carrier, q.network_type, q.h3_cell, q.region, q.site
 FROM query_facts q,
-     unnest(list_concat(q.signatures,
-                        CASE WHEN q.setup_ns > 0 THEN ['(connection setup)'] ELSE [] END)) AS s(signature);
+     unnest(charged_signatures(q.signatures, q.setup_ns)) AS s(signature);

@@ -1,7 +1,7 @@
 -- signature_mart(grain): per period, key of the grain (see mart_grains) and signature, how often
 -- the signature struck the complete queries and the delay it is charged with — over all the key's
--- queries and over its p99 tail. The same numbers as the `all` and `p99` levels of
--- `tailscope stats` attribution (docs/stats.md), for every key at once:
+-- queries and over its p99 tail: tail_attribution (015_attribution.sql) at levels 0 and 0.99, the
+-- `all` and `p99` levels of `tailscope stats` attribution (docs/stats.md), for every key at once:
 --   queries, latency_sum_ms        the key's queries and their summed latency
 --   queries_with, rate             queries carrying the signature, and their share
 --   delay_ms, delay_share          delay charged to it (sum of its `delays` entries) and that ÷ latency_sum_ms
@@ -16,72 +16,36 @@
 -- with/without medians show association, not cause; a tail of a handful of queries is anecdotal.
 CREATE OR REPLACE MACRO signature_mart(grain_name) AS TABLE
 WITH s AS (
-    SELECT *,
-        list_concat(list_concat(signatures, CASE WHEN setup_ns > 0 THEN ['(connection setup)'] ELSE [] END),
-                    CASE WHEN len(signatures) = 0 THEN ['(none)'] ELSE [] END) AS sig_list
+    SELECT struct_pack(grain, period, period_start, week, carrier, h3_cell, site, network_type) AS grp,
+           latency_ns, setup_ns, signatures, delays
     FROM query_slices
     WHERE grain = grain_name
 ),
-g AS (
-    SELECT grain, period, period_start, week, carrier, h3_cell, site, network_type,
-           count(*)                         AS queries,
-           sum(latency_ns)                  AS latency_sum,
-           quantile_disc(latency_ns, 0.99)  AS p99_ns
-    FROM s
-    GROUP BY grain, period, period_start, week, carrier, h3_cell, site, network_type
-),
-t AS (
-    SELECT s.*, g.queries, g.latency_sum, g.p99_ns, s.latency_ns >= g.p99_ns AS in_tail
-    FROM s JOIN g USING (grain, period, period_start, week, carrier, h3_cell, site, network_type)
-),
-tail AS (
-    SELECT grain, period, period_start, week, carrier, h3_cell, site, network_type,
-           count(*) FILTER (WHERE in_tail)              AS tail_queries,
-           sum(latency_ns) FILTER (WHERE in_tail)       AS tail_latency_sum
-    FROM t
-    GROUP BY grain, period, period_start, week, carrier, h3_cell, site, network_type
-),
-sigs AS (
-    SELECT DISTINCT grain, period, period_start, week, carrier, h3_cell, site, network_type, u.signature
-    FROM t, unnest(t.sig_list) AS u(signature)
-),
-pairs AS (
-    SELECT
-        sigs.*, t.latency_ns, t.in_tail, t.queries, t.latency_sum, t.p99_ns,
-        list_contains(t.sig_list, sigs.signature) AS has,
-        CASE WHEN sigs.signature = '(none)' THEN NULL
-             WHEN sigs.signature = '(connection setup)' THEN t.setup_ns
-             ELSE coalesce(list_sum([d.delay_ns FOR d IN t.delays IF d.signature = sigs.signature]), 0)
-        END AS delay_ns
-    FROM sigs
-    JOIN t USING (grain, period, period_start, week, carrier, h3_cell, site, network_type)
-)
+every AS (SELECT * FROM tail_attribution('s', 0)),
+p99 AS (SELECT * FROM tail_attribution('s', 0.99)),
+p99_group AS (SELECT DISTINCT grp, threshold_ns, tail_queries, tail_latency_ns FROM p99)
 SELECT
-    p.grain, p.period, p.period_start, p.week, p.carrier, p.h3_cell, p.site, p.network_type,
-    p.signature,
-    any_value(p.queries)                                                    AS queries,
-    CAST(any_value(p.latency_sum) AS DOUBLE) / 1e6                          AS latency_sum_ms,
-    count(*) FILTER (WHERE p.has)                                           AS queries_with,
-    count(*) FILTER (WHERE p.has) / any_value(p.queries)                    AS rate,
-    CASE WHEN p.signature <> '(none)' THEN coalesce(CAST(sum(p.delay_ns) FILTER (WHERE p.has) AS DOUBLE), 0) / 1e6
-    END                                                                     AS delay_ms,
-    CASE WHEN p.signature <> '(none)' THEN coalesce(sum(p.delay_ns) FILTER (WHERE p.has), 0) / nullif(any_value(p.latency_sum), 0)
-    END                                                                     AS delay_share,
-    median(p.latency_ns) FILTER (WHERE p.has) / 1e6                         AS median_with_ms,
-    median(p.latency_ns) FILTER (WHERE NOT p.has) / 1e6                     AS median_without_ms,
-    any_value(p.p99_ns) / 1e6                                               AS p99_ms,
-    any_value(tail.tail_queries)                                            AS tail_queries,
-    count(*) FILTER (WHERE p.has AND p.in_tail)                             AS tail_with,
-    count(*) FILTER (WHERE p.has AND p.in_tail) / any_value(tail.tail_queries) AS tail_rate,
-    CASE WHEN p.signature <> '(none)' THEN coalesce(CAST(sum(p.delay_ns) FILTER (WHERE p.has AND p.in_tail) AS DOUBLE), 0) / 1e6
-    END                                                                     AS tail_delay_ms,
-    CASE WHEN p.signature <> '(none)' THEN coalesce(sum(p.delay_ns) FILTER (WHERE p.has AND p.in_tail), 0) / nullif(any_value(tail.tail_latency_sum), 0)
-    END                                                                     AS tail_delay_share,
-    (count(*) FILTER (WHERE p.has AND p.in_tail) / any_value(tail.tail_queries))
-        / (count(*) FILTER (WHERE p.has) / any_value(p.queries))            AS lift
-FROM pairs p
-JOIN tail USING (grain, period, period_start, week, carrier, h3_cell, site, network_type)
-GROUP BY p.grain, p.period, p.period_start, p.week, p.carrier, p.h3_cell, p.site, p.network_type, p.signature;
+    a.grp.grain, a.grp.period, a.grp.period_start, a.grp.week, a.grp.carrier, a.grp.h3_cell, a.grp.site,
+    a.grp.network_type,
+    a.signature,
+    a.tail_queries                                                          AS queries,
+    CAST(a.tail_latency_ns AS DOUBLE) / 1e6                                 AS latency_sum_ms,
+    a.queries_with                                                          AS queries_with,
+    a.queries_with / a.tail_queries                                         AS rate,
+    CAST(a.delay_ns AS DOUBLE) / 1e6                                        AS delay_ms,
+    a.delay_ns / nullif(a.tail_latency_ns, 0)                               AS delay_share,
+    a.median_with_ns / 1e6                                                  AS median_with_ms,
+    a.median_without_ns / 1e6                                               AS median_without_ms,
+    g.threshold_ns / 1e6                                                    AS p99_ms,
+    g.tail_queries                                                          AS tail_queries,
+    coalesce(t.queries_with, 0)                                             AS tail_with,
+    coalesce(t.queries_with, 0) / g.tail_queries                            AS tail_rate,
+    CASE WHEN a.signature <> '(none)' THEN CAST(coalesce(t.delay_ns, 0) AS DOUBLE) / 1e6 END AS tail_delay_ms,
+    CASE WHEN a.signature <> '(none)' THEN coalesce(t.delay_ns, 0) / nullif(g.tail_latency_ns, 0) END AS tail_delay_share,
+    (coalesce(t.queries_with, 0) / g.tail_queries) / (a.queries_with / a.tail_queries) AS lift
+FROM every a
+JOIN p99_group g USING (grp)
+LEFT JOIN p99 t USING (grp, signature);
 
 -- The named signature marts: signature_mart at one grain each.
 CREATE OR REPLACE VIEW mart_week_signatures AS
