@@ -35,6 +35,7 @@ class InputFile:
     capture_id: str | None = None  # from an agent manifest sidecar, when present
     sidecar: dict | None = None
     url: str | None = None  # set for inputs on object storage / HDFS (jobs/storage.py)
+    stdin: bool = False  # `-`: a capture streamed on standard input (size unknown, read once)
 
 
 @dataclass
@@ -111,12 +112,19 @@ def _remote_sidecar(fs, path: PurePosixPath) -> dict | None:
         return None
 
 
+STDIN_LABEL = "<stdin>"
+
+
 def resolve(names: list[str]) -> Resolved:
     from tailscope.jobs.storage import is_url
 
     resolved = Resolved()
     seen: set[Path] = set()
     for name in names:
+        if name == "-":
+            if not any(f.stdin for f in resolved.files):
+                resolved.files.append(InputFile(path=Path("-"), label=STDIN_LABEL, size=0, stdin=True))
+            continue
         if is_url(name):
             _resolve_url(resolved, name)
             continue

@@ -55,6 +55,10 @@ class AnalyzeOptions:
     keylogs: list[str] = field(default_factory=list)
     # a Crypto-PAn key file: client addresses are stored as their pseudonyms (jobs/pseudonymize.py)
     pseudonymize_key: str | None = None
+    # the frames to take: [since, until) in ns since the epoch, and tcpdump's filter language
+    since_ns: int | None = None
+    until_ns: int | None = None
+    bpf_filter: str | None = None
 
 
 @dataclass
@@ -127,6 +131,10 @@ def _plan(files: list[InputFile], reports: list[FileReport], options: AnalyzeOpt
         if f.url:
             _fail(report, f"{f.label}: inputs on object storage or HDFS are read by --engine spark (docs/spark.md)", kind="input")
             continue
+        if f.stdin:
+            # a stream cannot be probed ahead: it is its own capture, read last
+            planned.append(_Planned(f, report, None, options.capture_id or "stdin"))
+            continue
         try:
             info = _native.probe(str(f.path))
         except _native.CaptureFileError as exc:
@@ -164,6 +172,9 @@ def take_new(planned: list[_Planned], reports: list[FileReport], out: Path) -> l
     done = ledger.processed(out)
     kept, dropped = [], []
     for p in planned:
+        if p.file.stdin:  # a stream is never known before it is read
+            kept.append(p)
+            continue
         p.report.sha256 = p.report.sha256 or sha256_of(p.file.path)
         if p.report.sha256 in done:
             dropped.append(p.report.path)
@@ -214,6 +225,8 @@ def _capture_id(p: _Planned, options: AnalyzeOptions) -> str:
         return options.capture_id
     if p.file.capture_id:
         return p.file.capture_id
+    if p.file.stdin:
+        return "stdin"
     return f"{p.file.path.parent.name or '.'}/{p.file.path.name}"
 
 
@@ -228,7 +241,24 @@ def _session(capture_id: str, options: AnalyzeOptions) -> "_native.Session":
     )
     for path in options.keylogs:
         session.add_keylog(str(path))
+    if options.since_ns is not None or options.until_ns is not None or options.bpf_filter:
+        session.select(since_ns=options.since_ns, until_ns=options.until_ns, filter=options.bpf_filter)
     return session
+
+
+class SelectionError(ValueError):
+    """--filter/--since/--until that cannot select anything (a usage error)."""
+
+
+def check_selection(options: AnalyzeOptions) -> None:
+    """A filter libpcap rejects, or an empty window, is a usage error before any input is read."""
+    if options.since_ns is not None and options.until_ns is not None and options.since_ns >= options.until_ns:
+        raise SelectionError("--since must be before --until")
+    if options.bpf_filter:
+        try:
+            _native.Session("check").select(filter=options.bpf_filter)
+        except ValueError as exc:
+            raise SelectionError(str(exc)) from None
 
 
 def files_table(reports: list[FileReport], run_id: str) -> pa.RecordBatch:
@@ -279,6 +309,7 @@ def files_table(reports: list[FileReport], run_id: str) -> pa.RecordBatch:
 def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None, argv: list[str] | None = None) -> RunResult:
     options = options or AnalyzeOptions()
     # first: a bad enrichment source (EnrichmentError, naming file and line) is a usage error
+    check_selection(options)
     enricher = open_enrichment(options.enrichment)
     pseudonymizer = open_pseudonymizer(options)
     out = Path(out)
@@ -297,8 +328,9 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
     replacement = None
     if options.reprocess:
         for p in planned:
-            p.report.sha256 = p.report.sha256 or sha256_of(p.file.path)
-        replacement = reprocess.plan(ledger.Ledger(out), [(p.report.path, p.report.sha256) for p in planned])
+            if not p.file.stdin:
+                p.report.sha256 = p.report.sha256 or sha256_of(p.file.path)
+        replacement = reprocess.plan(ledger.Ledger(out), [(p.report.path, p.report.sha256) for p in planned if not p.file.stdin])
         already = []
     else:
         already = take_new(planned, reports, out) if options.incremental else []
@@ -347,10 +379,10 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
                 enricher.set_capture_site(session_capture_id, (p.file.sidecar or {}).get("site"))
                 session_group, session_last_ts = p.group, None
             p.report.capture_id = session_capture_id
-            if options.checksums and p.report.sha256 is None:
+            if options.checksums and p.report.sha256 is None and not p.file.stdin:
                 p.report.sha256 = sha256_of(p.file.path)
             try:
-                cursor = session.open(str(p.file.path), p.file.label)
+                cursor = session.open_stdin(p.file.label) if p.file.stdin else session.open(str(p.file.path), p.file.label)
             except _native.CaptureFileError as exc:
                 _fail(p.report, str(exc))
                 continue
@@ -361,7 +393,7 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
             while not cursor.done:
                 for table, batch in session.step(cursor):
                     emit(table, batch)
-                progress.update(p.file.label, cursor.offset, cursor.stats()["frames"])
+                progress.update(p.file.label, cursor.input_offset, cursor.stats()["frames"])
             flush_error = None
             try:
                 for table, batch in session.flush():

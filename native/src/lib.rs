@@ -12,7 +12,9 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use tailscope_parsers::bpf::BpfFilter;
 use tailscope_parsers::capture::{CaptureError, CaptureErrorKind, CaptureReader};
+use tailscope_parsers::select::FrameSelection;
 use tailscope_parsers::SkipReason;
 use tailscope_signatures::defaults;
 use tailscope_signatures::flow::FlowConfig;
@@ -78,6 +80,7 @@ fn error_kind(e: &CaptureError) -> &'static str {
         CaptureErrorKind::Truncated => "truncated",
         CaptureErrorKind::RecordTooLarge(_) => "record_too_large",
         CaptureErrorKind::Corrupt(_) => "corrupt",
+        CaptureErrorKind::Filter(_) => "filter",
     }
 }
 
@@ -206,6 +209,16 @@ impl PySession {
         Ok(PySession { inner: Session::new(config, capture_id) })
     }
 
+    /// Take only the frames in [since_ns, until_ns) that pass `filter` (tcpdump's expression
+    /// language, run by libpcap) from the files opened next; the others are counted as skipped
+    /// (`outside_time_window`, `filtered`). Raises ValueError for an expression libpcap rejects.
+    #[pyo3(signature = (since_ns=None, until_ns=None, filter=None))]
+    fn select(&mut self, since_ns: Option<i64>, until_ns: Option<i64>, filter: Option<&str>) -> PyResult<()> {
+        let filter = filter.map(BpfFilter::new).transpose().map_err(PyValueError::new_err)?;
+        self.inner.select(FrameSelection { since_ns, until_ns, filter });
+        Ok(())
+    }
+
     /// Open a capture file for this session. Raises CaptureFileError naming the file and the
     /// problem when it is not a readable capture.
     fn open(&mut self, path: PathBuf, label: &str) -> PyResult<PyFileCursor> {
@@ -218,6 +231,14 @@ impl PySession {
         .map_err(InternalError::new_err)?;
         let inner = opened.map_err(|e| capture_error(&shown, &e))?;
         Ok(PyFileCursor { inner: Mutex::new(inner), path: shown, internal_error: None })
+    }
+
+    /// Read a capture from standard input (`tcpdump -w - | tailscope analyze - ...`).
+    fn open_stdin(&mut self, label: &str) -> PyResult<PyFileCursor> {
+        let session = &mut self.inner;
+        let opened = guarded(label, "opening it", || session.open_stdin(label)).map_err(InternalError::new_err)?;
+        let inner = opened.map_err(|e| capture_error(label, &e))?;
+        Ok(PyFileCursor { inner: Mutex::new(inner), path: label.to_string(), internal_error: None })
     }
 
     /// Decode up to `max_frames` frames (GIL released), then return the ready output as a list
@@ -319,10 +340,16 @@ impl PyFileCursor {
         self.inner.lock().map(|c| c.done).unwrap_or(true)
     }
 
-    /// Bytes of the (decompressed) stream read so far, for progress reporting.
+    /// Bytes of the (decompressed) stream read so far.
     #[getter]
     fn offset(&self) -> u64 {
         self.inner.lock().map(|c| c.offset()).unwrap_or(0)
+    }
+
+    /// Bytes of the input as stored (compressed or not) read so far: progress against its size.
+    #[getter]
+    fn input_offset(&self) -> u64 {
+        self.inner.lock().map(|c| c.input_offset()).unwrap_or(0)
     }
 
     #[getter]

@@ -48,6 +48,8 @@ pub enum CaptureErrorKind {
     /// A record claims more bytes than [`MAX_RECORD`].
     RecordTooLarge(u64),
     Corrupt(String),
+    /// The user's capture filter cannot apply to a frame (its link type).
+    Filter(String),
 }
 
 /// An error reading a capture, with the byte offset (in the decompressed stream) of the record
@@ -73,6 +75,7 @@ impl std::fmt::Display for CaptureError {
             CaptureErrorKind::Corrupt(e) => {
                 write!(f, "corrupt record at byte {}: {}", self.offset, e)
             }
+            CaptureErrorKind::Filter(e) => write!(f, "record at byte {}: {}", self.offset, e),
         }
     }
 }
@@ -121,6 +124,8 @@ pub struct CaptureReader {
     ng_big_endian: bool,
     /// The last read error of the underlying stream (see [`NoteErrors`]).
     read_error: Arc<Mutex<Option<String>>>,
+    /// Bytes of the stored input read (see [`source::Source::consumed`]); None for in-memory data.
+    consumed: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// Passes reads through and keeps the last error's message: pcap-parser turns every read error
@@ -170,8 +175,23 @@ fn to_ns(ticks: u64, units_per_sec: u64, offset_s: i64) -> i64 {
 
 impl CaptureReader {
     pub fn open(path: &Path) -> Result<CaptureReader, CaptureError> {
-        let src = source::open(path).map_err(|e| io_err(0, e))?;
-        Self::from_reader(src.reader, src.compression)
+        Self::from_source(source::open(path).map_err(|e| io_err(0, e))?)
+    }
+
+    /// A capture streamed on standard input (`tcpdump -w - | tailscope analyze -`).
+    pub fn open_stdin() -> Result<CaptureReader, CaptureError> {
+        Self::from_source(source::open_stream(std::io::stdin()).map_err(|e| io_err(0, e))?)
+    }
+
+    fn from_source(src: source::Source) -> Result<CaptureReader, CaptureError> {
+        let mut r = Self::from_reader(src.reader, src.compression)?;
+        r.consumed = Some(src.consumed);
+        Ok(r)
+    }
+
+    /// Bytes of the input as stored (compressed or not) read so far: the progress measure.
+    pub fn input_offset(&self) -> u64 {
+        self.consumed.as_ref().map_or_else(|| self.offset(), |c| c.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     pub fn from_reader(
@@ -210,6 +230,7 @@ impl CaptureReader {
             linktypes_seen: Vec::new(),
             sections: 0,
             ng_big_endian: false,
+            consumed: None,
             read_error,
         })
     }

@@ -5,10 +5,12 @@
 //! [`Packet`] (or a counted [`SkipReason`]). Link layers and tunnels are small hand-written views
 //! in [`link`] and [`tunnel`]; IP, TCP and UDP headers come from `etherparse`.
 
+pub mod bpf;
 pub mod capture;
 pub mod decode;
 pub mod link;
 pub mod quic;
+pub mod select;
 pub mod skip;
 pub mod source;
 pub mod tunnel;

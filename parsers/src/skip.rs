@@ -24,10 +24,14 @@ pub enum SkipReason {
     UndecodedL2tp,
     UndecodedEtherIp,
     UndecodedProtected80211,
+    /// Left out by the user's capture filter (`--filter`, tcpdump's expression language).
+    Filtered,
+    /// Outside the user's `--since`/`--until` window.
+    OutsideTimeWindow,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 18] = [
+    pub const ALL: [SkipReason; 20] = [
         SkipReason::UnsupportedLinkType,
         SkipReason::TruncatedLinkHeader,
         SkipReason::NotIp,
@@ -46,6 +50,8 @@ impl SkipReason {
         SkipReason::UndecodedL2tp,
         SkipReason::UndecodedEtherIp,
         SkipReason::UndecodedProtected80211,
+        SkipReason::Filtered,
+        SkipReason::OutsideTimeWindow,
     ];
 
     pub fn name(self) -> &'static str {
@@ -68,6 +74,8 @@ impl SkipReason {
             SkipReason::UndecodedL2tp => "undecoded_l2tpv3",
             SkipReason::UndecodedEtherIp => "undecoded_etherip",
             SkipReason::UndecodedProtected80211 => "undecoded_80211_protected",
+            SkipReason::Filtered => "filtered",
+            SkipReason::OutsideTimeWindow => "outside_time_window",
         }
     }
 }

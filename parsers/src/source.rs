@@ -4,6 +4,8 @@
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
@@ -34,10 +36,33 @@ impl Compression {
 pub struct Source {
     pub reader: Box<dyn Read + Send>,
     pub compression: Compression,
+    /// Bytes taken from the file or stream as stored (compressed): progress over a compressed
+    /// file follows these, not the decompressed offset.
+    pub consumed: Arc<AtomicU64>,
+}
+
+/// Counts the bytes read through it.
+struct Counting<R> {
+    inner: R,
+    n: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let k = self.inner.read(buf)?;
+        self.n.fetch_add(k as u64, Ordering::Relaxed);
+        Ok(k)
+    }
 }
 
 pub fn open(path: &Path) -> io::Result<Source> {
-    let mut file = BufReader::with_capacity(1 << 16, File::open(path)?);
+    open_stream(File::open(path)?)
+}
+
+/// Any byte stream as stored (a file, standard input), decompressed when it is gzip or zstd.
+pub fn open_stream(stream: impl Read + Send + 'static) -> io::Result<Source> {
+    let consumed = Arc::new(AtomicU64::new(0));
+    let mut file = BufReader::with_capacity(1 << 16, Counting { inner: stream, n: consumed.clone() });
     let mut magic = [0u8; 4];
     let n = read_up_to(&mut file, &mut magic)?;
     let compression = Compression::sniff(&magic[..n]);
@@ -48,7 +73,7 @@ pub fn open(path: &Path) -> io::Result<Source> {
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),
         Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw)?),
     };
-    Ok(Source { reader, compression })
+    Ok(Source { reader, compression, consumed })
 }
 
 /// Fill `buf` as far as the stream allows; short only at end of stream.

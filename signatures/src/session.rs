@@ -5,8 +5,10 @@
 use std::path::Path;
 
 use arrow_array::RecordBatch;
-use tailscope_parsers::capture::{CaptureError, CaptureReader};
+use tailscope_parsers::capture::{CaptureError, CaptureErrorKind, CaptureReader};
 use tailscope_parsers::decode::{decode_frame_into, Packet, TCP_ACK, TCP_SYN};
+use tailscope_parsers::select::FrameSelection;
+use tailscope_parsers::skip::SkipReason;
 use tailscope_parsers::{Compression, SkipCounts};
 
 use crate::flow::{Direction, FlowConfig, FlowTracker};
@@ -86,6 +88,11 @@ impl FileCursor {
     pub fn offset(&self) -> u64 {
         self.reader.offset()
     }
+
+    /// Bytes of the input as stored (compressed) read so far, for progress.
+    pub fn input_offset(&self) -> u64 {
+        self.reader.input_offset()
+    }
 }
 
 /// Output ready to be written, by table.
@@ -135,6 +142,8 @@ pub struct Session {
     /// A TLS key log (--keylog): QUIC flows it has secrets for are decrypted.
     keys: Option<Keys>,
     keyed_outcome: Option<Outcome>,
+    /// The frames the user asked for (--since/--until/--filter); the rest are counted as skipped.
+    selection: FrameSelection,
 }
 
 impl Session {
@@ -153,7 +162,13 @@ impl Session {
             totals: FileStats::default(),
             keys: None,
             keyed_outcome: None,
+            selection: FrameSelection::default(),
         }
+    }
+
+    /// Take only these frames from the files fed from now on.
+    pub fn select(&mut self, selection: FrameSelection) {
+        self.selection = selection;
     }
 
     /// Add a key log file's secrets (before the captures are fed); returns what it held.
@@ -179,6 +194,12 @@ impl Session {
     /// Open a file; `label` is how rows name it (usually the path as given).
     pub fn open(&mut self, path: &Path, label: &str) -> Result<FileCursor, CaptureError> {
         let reader = CaptureReader::open(path)?;
+        Ok(self.attach(reader, label))
+    }
+
+    /// Read a capture from standard input.
+    pub fn open_stdin(&mut self, label: &str) -> Result<FileCursor, CaptureError> {
+        let reader = CaptureReader::open_stdin()?;
         Ok(self.attach(reader, label))
     }
 
@@ -226,6 +247,22 @@ impl Session {
             };
             let st = &mut cur.stats;
             st.count_frame(frame.ts_ns);
+            if !self.selection.is_empty() {
+                match self.selection.reject(&frame) {
+                    Ok(None) => {}
+                    Ok(Some(reason)) => {
+                        st.skipped.add(reason);
+                        continue;
+                    }
+                    Err(e) => {
+                        // counted (read = decoded + skipped), then the file stops with the error
+                        st.skipped.add(SkipReason::Filtered);
+                        st.error = Some(CaptureError { offset: frame.offset, kind: CaptureErrorKind::Filter(e) });
+                        self.close_file(cur);
+                        return;
+                    }
+                }
+            }
             let mut p = Packet::empty();
             match decode_frame_into(&frame, &mut p) {
                 Ok(()) => {
