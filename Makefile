@@ -6,6 +6,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 DEMO_OUT := demo-out
+DEMO_WEEK := demo-week
 FIXTURE := tests/fixtures/enrichment
 
 setup:
@@ -22,11 +23,14 @@ system-deps:
 	scripts/install-java.sh
 
 demo: setup
-	rm -rf $(DEMO_OUT)
-	$(VENV)/bin/tailscope analyze samples --out $(DEMO_OUT) --site lab \
-	  --prefixes $(FIXTURE)/prefixes.csv --sessions $(FIXTURE)/sessions.csv --regions $(FIXTURE)/regions.csv
+	rm -rf $(DEMO_OUT) $(DEMO_WEEK)
+	$(PY) scripts/make-demo-week.py --out $(DEMO_WEEK)
+	$(VENV)/bin/tailscope analyze $(DEMO_WEEK)/captures --out $(DEMO_OUT) --site ams1 \
+	  --prefixes $(DEMO_WEEK)/prefixes.csv --sessions $(DEMO_WEEK)/sessions.csv --regions $(DEMO_WEEK)/regions.csv
 	$(VENV)/bin/tailscope db --build-only $(DEMO_OUT)
-	$(VENV)/bin/tailscope stats $(DEMO_OUT)
+	$(VENV)/bin/tailscope stats $(DEMO_OUT) --by week
+	$(VENV)/bin/tailscope report $(DEMO_OUT) --out $(DEMO_OUT)/report
+	@echo "open $(DEMO_OUT)/report/report-2026-W47.html (the weekly report); tailscope db $(DEMO_OUT) for SQL"
 
 test: setup-test rust-lint rust-test py-test fuzz-ci
 
@@ -48,4 +52,4 @@ fuzz-ci:
 	scripts/fuzz-ci.sh
 
 clean:
-	rm -rf $(VENV) target fuzz/target build $(DEMO_OUT)
+	rm -rf $(VENV) target fuzz/target build $(DEMO_OUT) $(DEMO_WEEK)

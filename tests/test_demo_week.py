@@ -1,0 +1,84 @@
+"""The demo weeks (scripts/make-demo-week.py): deterministic, two ISO weeks, three carriers, 24
+hexagons in two regions, a diurnal curve, and an injected regression that stats and the report
+name (issue 17)."""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tailscope.jobs import db
+from tailscope.jobs.stats import Slice, compute_stats
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make(out: Path) -> dict:
+    spec = importlib.util.spec_from_file_location("make_demo_week", ROOT / "scripts" / "make-demo-week.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.build(out, quiet=True)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    week = tmp_path_factory.mktemp("demo") / "week"
+    truth = make(week)
+    out = week.parent / "ds"
+    r = subprocess.run([sys.executable, "-m", "tailscope", "analyze", str(week / "captures"), "--out", str(out), "-q",
+                        "--site", "ams1", "--prefixes", str(week / "prefixes.csv"), "--sessions", str(week / "sessions.csv"),
+                        "--regions", str(week / "regions.csv")], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return week, out, truth
+
+
+def test_deterministic(demo, tmp_path):
+    week, _, truth = demo
+    again = make(tmp_path / "again")
+    assert again == truth
+    for f in sorted((week / "captures").rglob("*.pcap"))[:2]:
+        twin = tmp_path / "again" / f.relative_to(week)
+        assert hashlib.sha256(f.read_bytes()).digest() == hashlib.sha256(twin.read_bytes()).digest()
+
+
+def test_shape(demo):
+    _, out, truth = demo
+    con = duckdb.connect(str(db.build(out)), read_only=True)
+    q = lambda sql: con.execute(sql).fetchall()  # noqa: E731
+    assert [w for (w,) in q("SELECT DISTINCT week FROM flow_facts ORDER BY 1")] == ["2026-W46", "2026-W47"]
+    assert q("SELECT count(DISTINCT carrier) FROM flows WHERE carrier <> 'unknown'")[0][0] >= 3
+    assert q("SELECT count(DISTINCT h3_cell) FROM flows WHERE h3_cell <> 'unknown'")[0][0] >= 20
+    assert {r for (r,) in q("SELECT DISTINCT region FROM flows")} == {"north", "south"}
+    by_hour = dict(q("SELECT hour(start), count(*) FROM flows GROUP BY 1"))
+    assert by_hour[20] > 2 * by_hour[4], by_hour  # the diurnal curve
+    assert q("SELECT count(*) FROM files WHERE status <> 'ok'")[0][0] == 0
+    assert truth["regression"]["policing"]["connections"] > 100
+
+
+def test_stats_name_the_injected_policer(demo):
+    _, out, _ = demo
+
+    def p99_signatures(week):
+        rows = compute_stats(out, Slice(carrier="Kestrel Mobile", region="north", week=week))["attribution"]
+        return {r["signature"]: r for r in rows if r["level"] == "p99"}
+
+    before, after = p99_signatures("2026-W46"), p99_signatures("2026-W47")
+    assert "policing" not in before
+    assert after["policing"]["share"] >= 0.5, after
+
+
+def test_the_report_names_it(demo, tmp_path):
+    _, out, _ = demo
+    r = subprocess.run([sys.executable, "-m", "tailscope", "report", str(out), "--out", str(tmp_path / "r")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    md = (tmp_path / "r" / "report-2026-W47.md").read_text()
+    kestrel = next(line for line in md.splitlines() if line.startswith("| Kestrel Mobile | ") and "top" not in line
+                   and "policing" in line)
+    assert "policing" in kestrel
