@@ -16,6 +16,7 @@ use tailscope_parsers::capture::{CaptureError, CaptureErrorKind, CaptureReader};
 use tailscope_parsers::SkipReason;
 use tailscope_signatures::defaults;
 use tailscope_signatures::flow::FlowConfig;
+use tailscope_signatures::session::replay::FrameSplitter;
 use tailscope_signatures::session::{Drained, FileCursor, FileStats, Session, SessionConfig};
 use tailscope_signatures::tables;
 
@@ -111,17 +112,23 @@ pub(crate) trait FileProgress {
     fn file_stats(&self) -> &FileStats;
 }
 
-impl FileProgress for FileCursor {
-    fn is_done(&self) -> bool {
-        self.done
-    }
-    fn bytes_read(&self) -> u64 {
-        self.offset()
-    }
-    fn file_stats(&self) -> &FileStats {
-        &self.stats
-    }
+/// FileCursor and FrameSplitter keep their progress in the same fields.
+macro_rules! file_progress {
+    ($($reader:ty),*) => {$(
+        impl FileProgress for $reader {
+            fn is_done(&self) -> bool {
+                self.done
+            }
+            fn bytes_read(&self) -> u64 {
+                self.offset()
+            }
+            fn file_stats(&self) -> &FileStats {
+                &self.stats
+            }
+        }
+    )*};
 }
+file_progress!(FileCursor, FrameSplitter);
 
 impl<R: FileProgress> OpenFile<R> {
     pub(crate) fn new(reader: R, path: String) -> Self {

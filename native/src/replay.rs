@@ -13,28 +13,15 @@ use pyo3::types::{PyDict, PyList};
 
 use tailscope_signatures::defaults;
 use tailscope_signatures::session::replay::{frame_schema, open_splitter, FrameSplitter, Replayer};
-use tailscope_signatures::session::{Drained, FileStats};
+use tailscope_signatures::session::Drained;
 
 use crate::{
-    add_keylog_to, capture_error, guarded, keylog_counts_of, output_list, session_config, FileProgress, InternalError,
-    OpenFile,
+    add_keylog_to, capture_error, guarded, keylog_counts_of, output_list, session_config, InternalError, OpenFile,
 };
 
 #[pyclass(name = "FrameSplitter", module = "tailscope._native")]
 pub(crate) struct PyFrameSplitter {
     file: OpenFile<FrameSplitter>,
-}
-
-impl FileProgress for FrameSplitter {
-    fn is_done(&self) -> bool {
-        self.done
-    }
-    fn bytes_read(&self) -> u64 {
-        self.offset()
-    }
-    fn file_stats(&self) -> &FileStats {
-        &self.stats
-    }
 }
 
 #[pymethods]
