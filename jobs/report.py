@@ -440,7 +440,7 @@ def render_html(d: dict) -> str:
 
     # field-study tables
     parts.append('<section id="field-study"><h2>Field-study tables</h2>')
-    parts.append('<p class="note">The ride-hailing field study\'s network table (DESIGN.md §7) over the week\'s TCP connections, '
+    parts.append('<p class="note">The ride-hailing field study\'s network table (docs/stats.md) over the week\'s TCP connections, '
                  "as <code>tailscope stats --week</code> computes it: RTT from the client's ACKs and timestamp echoes at the "
                  "server, loss as retransmissions seen at the server.</p>")
     headers, rows = _network_table(d)
@@ -585,6 +585,8 @@ def render_html(d: dict) -> str:
         parts.append(_cols("<h3>All traffic</h3>" + _table_html(["", d["week"]], [[k, v] for k, v in items], {1}) + note, traffic))
     else:
         parts.append(f'<p class="note">No flows in {_e(week)}.</p>')
+    parts.append('<p class="note">How tailscope computes these numbers, from captures to this report: '
+                 "docs/architecture.md of tailscope.</p>")
     parts.append("</section></main></body></html>")
     return "\n".join(parts) + "\n"
 
@@ -613,7 +615,8 @@ def _md_table(headers: list[str], rows: list[list]) -> str:
 def render_markdown(d: dict, html_name: str = "") -> str:
     week, prev = d["week"], d["previous_week"]
     out = [f"# tailscope weekly root-cause report — {week}", "",
-           f"{d['first_day']} to {d['last_day']} (UTC), compared with {prev}. Dataset `{d['dataset']}`. Generated {d['generated']}.",
+           f"{d['first_day']} to {d['last_day']} (UTC), compared with {prev}. Dataset `{d['dataset']}`. Generated {d['generated']}. "
+           "Definitions: docs/stats.md and sql/README.md of tailscope; how it is built: docs/architecture.md.",
            "" if not html_name else f"Plots and the hexagon map: [{html_name}]({html_name}).", ""]
     titles = dict(SECTIONS)
     out += [f"## {titles['summary']}", ""] + [f"- {h}" for h in _headlines(d)] + [""]

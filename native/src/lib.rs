@@ -4,7 +4,7 @@
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use arrow::pyarrow::ToPyArrow;
 use arrow::record_batch::RecordBatch;
@@ -18,6 +18,7 @@ use tailscope_parsers::select::FrameSelection;
 use tailscope_parsers::SkipReason;
 use tailscope_signatures::defaults;
 use tailscope_signatures::flow::FlowConfig;
+use tailscope_signatures::session::replay::FrameSplitter;
 use tailscope_signatures::session::{Drained, FileCursor, FileStats, Session, SessionConfig};
 use tailscope_signatures::tables;
 
@@ -93,11 +94,84 @@ struct PySession {
 
 #[pyclass(name = "FileCursor", module = "tailscope._native")]
 struct PyFileCursor {
+    file: OpenFile<FileCursor>,
+}
+
+/// One capture file being read for Python (by a FileCursor or a FrameSplitter): its reader, the
+/// name errors show, and the internal error caught while decoding it, if any. Both classes answer
+/// `done`, `offset`, `path` and `stats()` through it.
+pub(crate) struct OpenFile<R> {
     // pyclasses must be Sync; a capture reader is only Send, so it sits behind a mutex that is
-    // never contended (one Python thread drives one cursor).
-    inner: Mutex<FileCursor>,
-    path: String,
+    // never contended (one Python thread drives one reader).
+    reader: Mutex<R>,
+    pub(crate) path: String,
     internal_error: Option<String>,
+}
+
+/// What OpenFile reads off a reader.
+pub(crate) trait FileProgress {
+    fn is_done(&self) -> bool;
+    /// Bytes of the (decompressed) stream read so far.
+    fn bytes_read(&self) -> u64;
+    fn file_stats(&self) -> &FileStats;
+}
+
+/// FileCursor and FrameSplitter keep their progress in the same fields.
+macro_rules! file_progress {
+    ($($reader:ty),*) => {$(
+        impl FileProgress for $reader {
+            fn is_done(&self) -> bool {
+                self.done
+            }
+            fn bytes_read(&self) -> u64 {
+                self.offset()
+            }
+            fn file_stats(&self) -> &FileStats {
+                &self.stats
+            }
+        }
+    )*};
+}
+file_progress!(FileCursor, FrameSplitter);
+
+impl<R: FileProgress> OpenFile<R> {
+    pub(crate) fn new(reader: R, path: String) -> Self {
+        OpenFile { reader: Mutex::new(reader), path, internal_error: None }
+    }
+
+    pub(crate) fn lock(&self) -> PyResult<MutexGuard<'_, R>> {
+        self.reader.lock().map_err(|_| PyValueError::new_err(format!("{}: reader poisoned", self.path)))
+    }
+
+    pub(crate) fn done(&self) -> bool {
+        self.reader.lock().map(|r| r.is_done()).unwrap_or(true)
+    }
+
+    pub(crate) fn offset(&self) -> u64 {
+        self.reader.lock().map(|r| r.bytes_read()).unwrap_or(0)
+    }
+
+    /// A panic caught while decoding: the file is reported as failed with the message.
+    pub(crate) fn failed(&mut self, panic: &(dyn Any + Send)) {
+        self.internal_error = Some(format!("internal error while decoding: {}", panic_message(panic)));
+    }
+
+    /// Per-file accounting: frames read, decoded, skipped by reason, error with byte offset (an
+    /// internal one included); `extra` adds what a reader knows besides.
+    pub(crate) fn stats<'py>(
+        &self,
+        py: Python<'py>,
+        extra: impl FnOnce(&R, &Bound<'py, PyDict>) -> PyResult<()>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let reader = self.lock()?;
+        let d = stats_dict(py, reader.file_stats())?;
+        extra(&reader, &d)?;
+        if let Some(msg) = &self.internal_error {
+            d.set_item("error", msg)?;
+            d.set_item("error_kind", "internal")?;
+        }
+        Ok(d)
+    }
 }
 
 fn batch_to_py(py: Python<'_>, b: RecordBatch) -> PyResult<Py<PyAny>> {
@@ -230,7 +304,7 @@ impl PySession {
         })
         .map_err(InternalError::new_err)?;
         let inner = opened.map_err(|e| capture_error(&shown, &e))?;
-        Ok(PyFileCursor { inner: Mutex::new(inner), path: shown, internal_error: None })
+        Ok(PyFileCursor { file: OpenFile::new(inner, shown) })
     }
 
     /// Read a capture from standard input (`tcpdump -w - | tailscope analyze - ...`).
@@ -246,7 +320,7 @@ impl PySession {
     #[pyo3(signature = (cursor, max_frames=262_144))]
     fn step(&mut self, py: Python<'_>, cursor: &mut PyFileCursor, max_frames: usize) -> PyResult<Py<PyList>> {
         let session = &mut self.inner;
-        let mut guard = cursor.inner.lock().map_err(|_| PyValueError::new_err("cursor poisoned"))?;
+        let mut guard = cursor.file.lock()?;
         let cur = &mut *guard;
         let outcome = py.detach(|| {
             catch_unwind(AssertUnwindSafe(|| {
@@ -260,10 +334,9 @@ impl PySession {
             Err(panic) => {
                 // A bug of ours must not take the whole run down: the file is reported as failed
                 // with the message, and the caller goes on with the next file.
-                let msg = panic_message(panic.as_ref());
                 cur.done = true;
                 drop(guard);
-                cursor.internal_error = Some(format!("internal error while decoding: {msg}"));
+                cursor.file.failed(panic.as_ref());
                 Drained::default()
             }
         };
@@ -337,13 +410,13 @@ pub(crate) fn output_list<const N: usize>(
 impl PyFileCursor {
     #[getter]
     fn done(&self) -> bool {
-        self.inner.lock().map(|c| c.done).unwrap_or(true)
+        self.file.done()
     }
 
     /// Bytes of the (decompressed) stream read so far.
     #[getter]
     fn offset(&self) -> u64 {
-        self.inner.lock().map(|c| c.offset()).unwrap_or(0)
+        self.file.offset()
     }
 
     /// Bytes of the input as stored (compressed or not) read so far: progress against its size.
@@ -354,18 +427,12 @@ impl PyFileCursor {
 
     #[getter]
     fn path(&self) -> &str {
-        &self.path
+        &self.file.path
     }
 
     /// Per-file accounting: frames read, decoded, skipped by reason, error with byte offset.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let cur = self.inner.lock().map_err(|_| PyValueError::new_err("cursor poisoned"))?;
-        let d = stats_dict(py, &cur.stats)?;
-        if let Some(msg) = &self.internal_error {
-            d.set_item("error", msg)?;
-            d.set_item("error_kind", "internal")?;
-        }
-        Ok(d)
+        self.file.stats(py, |_, _| Ok(()))
     }
 }
 

@@ -4,7 +4,6 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 use arrow::pyarrow::{FromPyArrow, ToPyArrow};
 use arrow::record_batch::RecordBatch;
@@ -17,16 +16,12 @@ use tailscope_signatures::session::replay::{frame_schema, open_splitter, FrameSp
 use tailscope_signatures::session::Drained;
 
 use crate::{
-    add_keylog_to, capture_error, guarded, keylog_counts_of, output_list, panic_message, session_config, stats_dict,
-    InternalError,
+    add_keylog_to, capture_error, guarded, keylog_counts_of, output_list, session_config, InternalError, OpenFile,
 };
 
 #[pyclass(name = "FrameSplitter", module = "tailscope._native")]
 pub(crate) struct PyFrameSplitter {
-    // Send but not Sync, like a FileCursor's reader: an uncontended mutex.
-    inner: Mutex<FrameSplitter>,
-    path: String,
-    internal_error: Option<String>,
+    file: OpenFile<FrameSplitter>,
 }
 
 #[pymethods]
@@ -40,14 +35,14 @@ impl PyFrameSplitter {
         let opened =
             guarded(&shown, "opening it", || open_splitter(&path, file_index)).map_err(InternalError::new_err)?;
         let inner = opened.map_err(|e| capture_error(&shown, &e))?;
-        Ok(PyFrameSplitter { inner: Mutex::new(inner), path: shown, internal_error: None })
+        Ok(PyFrameSplitter { file: OpenFile::new(inner, shown) })
     }
 
     /// The next frames batch (pyarrow.RecordBatch, GIL released while reading), or None at the
     /// end of the file or after an error (see stats()).
     #[pyo3(signature = (max_rows=65_536))]
     fn next_batch(&mut self, py: Python<'_>, max_rows: usize) -> PyResult<Option<Py<PyAny>>> {
-        let mut guard = self.inner.lock().map_err(|_| PyValueError::new_err("splitter poisoned"))?;
+        let mut guard = self.file.lock()?;
         let split = &mut *guard;
         if split.done {
             return Ok(None);
@@ -59,7 +54,7 @@ impl PyFrameSplitter {
             Err(panic) => {
                 split.done = true;
                 drop(guard);
-                self.internal_error = Some(format!("internal error while decoding: {}", panic_message(panic.as_ref())));
+                self.file.failed(panic.as_ref());
                 Ok(None)
             }
         }
@@ -67,30 +62,25 @@ impl PyFrameSplitter {
 
     #[getter]
     fn done(&self) -> bool {
-        self.inner.lock().map(|s| s.done).unwrap_or(true)
+        self.file.done()
     }
 
     #[getter]
     fn offset(&self) -> u64 {
-        self.inner.lock().map(|s| s.offset()).unwrap_or(0)
+        self.file.offset()
     }
 
     #[getter]
     fn path(&self) -> &str {
-        &self.path
+        &self.file.path
     }
 
-    /// Per-file accounting as FileCursor.stats(), plus `last_decoded_ts_ns`.
+    /// Per-file accounting as FileCursor.stats(), plus `last_decoded_ts_ns` and `first_frame_ts_ns`.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.inner.lock().map_err(|_| PyValueError::new_err("splitter poisoned"))?;
-        let d = stats_dict(py, &s.stats)?;
-        d.set_item("last_decoded_ts_ns", s.last_decoded_ts_ns)?;
-        d.set_item("first_frame_ts_ns", s.first_frame_ts_ns)?;
-        if let Some(msg) = &self.internal_error {
-            d.set_item("error", msg)?;
-            d.set_item("error_kind", "internal")?;
-        }
-        Ok(d)
+        self.file.stats(py, |s, d| {
+            d.set_item("last_decoded_ts_ns", s.last_decoded_ts_ns)?;
+            d.set_item("first_frame_ts_ns", s.first_frame_ts_ns)
+        })
     }
 }
 

@@ -9,18 +9,21 @@
 -- are kept (the other week's numbers are null), so what appeared or vanished shows too.
 -- *_delta = this week − last week; *_change = this week ÷ last week − 1 (0.25 = 25 % worse for
 -- latency). The biggest p99 regressions come first.
+-- week_pair(src, wk): the rows of the mart named src (a CTE of the caller) in week wk (NULL = the
+-- latest week) and in the week before, `is_current` telling which: what both questions compare.
+CREATE OR REPLACE MACRO week_pair(src, wk) AS TABLE
+SELECT m.*, m.week = coalesce(wk, latest_week()) AS is_current
+FROM query_table(src) m
+WHERE m.week IN (coalesce(wk, latest_week()), previous_week(coalesce(wk, latest_week())));
+
 CREATE OR REPLACE MACRO week_over_week(grain_name, wk) AS TABLE
-WITH w AS (
-    SELECT coalesce(wk, latest_week()) AS week, previous_week(coalesce(wk, latest_week())) AS prev_week
-),
-m AS (
-    SELECT * FROM latency_mart(grain_name)
-),
-cur AS (SELECT m.* FROM m, w WHERE m.week = w.week),
-prev AS (SELECT m.* FROM m, w WHERE m.week = w.prev_week)
+WITH m AS (SELECT * FROM latency_mart(grain_name)),
+pair AS (SELECT * FROM week_pair('m', wk)),
+cur AS (SELECT * FROM pair WHERE is_current),
+prev AS (SELECT * FROM pair WHERE NOT is_current)
 SELECT
-    (SELECT week FROM w)                                 AS week,
-    (SELECT prev_week FROM w)                            AS previous_week,
+    coalesce(wk, latest_week())                          AS week,
+    previous_week(coalesce(wk, latest_week()))           AS previous_week,
     carrier, h3_cell, site, network_type,
     cur.queries                                          AS queries,
     prev.queries                                         AS queries_prev,
@@ -48,17 +51,13 @@ ORDER BY p99_ms_delta DESC NULLS LAST, p99_ms DESC NULLS LAST, carrier, h3_cell,
 
 -- Per key and signature: how its tail share and charged delay moved from last week to this one.
 CREATE OR REPLACE MACRO signature_week_over_week(grain_name, wk) AS TABLE
-WITH w AS (
-    SELECT coalesce(wk, latest_week()) AS week, previous_week(coalesce(wk, latest_week())) AS prev_week
-),
-m AS (
-    SELECT * FROM signature_mart(grain_name)
-),
-cur AS (SELECT m.* FROM m, w WHERE m.week = w.week),
-prev AS (SELECT m.* FROM m, w WHERE m.week = w.prev_week)
+WITH m AS (SELECT * FROM signature_mart(grain_name)),
+pair AS (SELECT * FROM week_pair('m', wk)),
+cur AS (SELECT * FROM pair WHERE is_current),
+prev AS (SELECT * FROM pair WHERE NOT is_current)
 SELECT
-    (SELECT week FROM w)                                 AS week,
-    (SELECT prev_week FROM w)                            AS previous_week,
+    coalesce(wk, latest_week())                          AS week,
+    previous_week(coalesce(wk, latest_week()))           AS previous_week,
     carrier, h3_cell, site, network_type, signature,
     cur.rate                                             AS rate,
     prev.rate                                            AS rate_prev,
