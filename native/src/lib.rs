@@ -312,7 +312,7 @@ impl PySession {
         let session = &mut self.inner;
         let opened = guarded(label, "opening it", || session.open_stdin(label)).map_err(InternalError::new_err)?;
         let inner = opened.map_err(|e| capture_error(label, &e))?;
-        Ok(PyFileCursor { inner: Mutex::new(inner), path: label.to_string(), internal_error: None })
+        Ok(PyFileCursor { file: OpenFile::new(inner, label.to_string()) })
     }
 
     /// Decode up to `max_frames` frames (GIL released), then return the ready output as a list
@@ -422,7 +422,7 @@ impl PyFileCursor {
     /// Bytes of the input as stored (compressed or not) read so far: progress against its size.
     #[getter]
     fn input_offset(&self) -> u64 {
-        self.inner.lock().map(|c| c.input_offset()).unwrap_or(0)
+        self.file.lock().map(|c| c.input_offset()).unwrap_or(0)
     }
 
     #[getter]
