@@ -82,3 +82,27 @@ def test_the_report_names_it(demo, tmp_path):
     kestrel = next(line for line in md.splitlines() if line.startswith("| Kestrel Mobile | ") and "top" not in line
                    and "policing" in line)
     assert "policing" in kestrel
+
+
+def test_alert_rules_fire_on_the_injected_regression(demo):
+    """The provisioned alert rules (dashboards/provisioning/alerting): their data source is the
+    provisioned one, their SQL runs on the demo dataset's database, and the signature rule fires
+    for the injected policer (and for nothing in the first week's mix)."""
+    import yaml
+
+    _, out, _ = demo
+    prov = ROOT / "dashboards" / "provisioning"
+    uid = yaml.safe_load((prov / "datasources" / "tailscope.yaml").read_text())["datasources"][0]["uid"]
+    rules = {r["uid"]: r for g in yaml.safe_load((prov / "alerting" / "tailscope.yaml").read_text())["groups"] for r in g["rules"]}
+    con = duckdb.connect(str(db.build(out)), read_only=True)
+    fired = {}
+    for ruid, rule in rules.items():
+        (query,) = [d for d in rule["data"] if d["datasourceUid"] != "__expr__"]
+        (threshold,) = [d for d in rule["data"] if d["model"].get("type") == "threshold"]
+        assert query["datasourceUid"] == uid and rule["condition"] == threshold["refId"]
+        limit = threshold["model"]["conditions"][0]["evaluator"]["params"][0]
+        rows = con.execute(query["model"]["rawSql"]).fetchall()
+        assert rows, ruid
+        fired[ruid] = [r for r in rows if r[-1] > limit]
+    assert ("Kestrel Mobile", "policing") in {r[:2] for r in fired["tailscope-signature-tail-share"]}
+    assert all(r[1] != "policing" or r[0] == "Kestrel Mobile" for r in fired["tailscope-signature-tail-share"])
