@@ -77,6 +77,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     sel.add_argument("--since", metavar="TIME", help="take packets from this time on: ISO 8601, UTC unless an offset is given "
                                                   "(2026-11-23, 2026-11-23T08:00, 2026-11-23T08:00+01:00); skip reason outside_time_window")
     sel.add_argument("--until", metavar="TIME", help="take packets before this time (same format)")
+    p.add_argument("--packets", choices=["all", "tagged", "none"], default="all",
+                   help="rows of the packets table: all (default), tagged (packets with an analysis tag or an RTT "
+                        "sample: what signatures and RTT questions read; fleet scale) or none; flows, queries and "
+                        "events are complete either way (benchmarks/README.md: bytes per million packets)")
     p.add_argument("--pseudonymize-clients", type=Path, metavar="KEYFILE",
                    help="store client addresses as Crypto-PAn pseudonyms keyed by KEYFILE (32 bytes, raw or hex: "
                         "openssl rand -hex 32); enrichment still reads the real address; docs/privacy.md")
@@ -186,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
         since_ns=since_ns,
         until_ns=until_ns,
         bpf_filter=args.bpf_filter,
+        packets=args.packets,
         progress=not args.quiet and not args.json,
         incremental=args.incremental,
         reprocess=args.reprocess,

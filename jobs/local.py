@@ -59,6 +59,9 @@ class AnalyzeOptions:
     since_ns: int | None = None
     until_ns: int | None = None
     bpf_filter: str | None = None
+    # packets table rows: all | tagged (an analysis tag or an RTT sample) | none; the other tables
+    # are complete whatever it is
+    packets: str = "all"
 
 
 @dataclass
@@ -241,6 +244,8 @@ def _session(capture_id: str, options: AnalyzeOptions) -> "_native.Session":
     )
     for path in options.keylogs:
         session.add_keylog(str(path))
+    if options.packets != "all":
+        session.keep_packets(options.packets)
     if options.since_ns is not None or options.until_ns is not None or options.bpf_filter:
         session.select(since_ns=options.since_ns, until_ns=options.until_ns, filter=options.bpf_filter)
     return session

@@ -246,6 +246,7 @@ class _ReplayJob:
     fs_config: dict
     # the Crypto-PAn key (the executors do not read the driver's key file)
     pseudonymize_key: bytes | None = None
+    packets: str = "all"
 
 
 def _native_frames(b: pa.RecordBatch) -> pa.RecordBatch:
@@ -320,6 +321,8 @@ def _replay_partitions(job: _ReplayJob):
                             end_capture()
                         capture_no, c = cno, job.captures[cno]
                         replayer = _native.Replayer(c.capture_id, c.files, c.horizon_ns, **job.session_kwargs)
+                        if job.packets != "all":
+                            replayer.keep_packets(job.packets)
                         for k in job.keylogs:
                             replayer.add_keylog(k)
                     for table, out in replayer.feed(_native_frames(b.slice(lo, hi - lo))):
@@ -479,6 +482,7 @@ def _replay(spark, spark_options, writer, frames_df, captures, file_map, options
         keylogs=[str(k) for k in options.keylogs],
         fs_config=storage.config_snapshot(),
         pseudonymize_key=load_key(options.pseudonymize_key) if options.pseudonymize_key else None,
+        packets=options.packets,
     )
     schema = ", ".join(f"{n} string" for n in RESULT_COLUMNS)
     results = frames.mapInArrow(_replay_partitions(job), schema).collect()

@@ -19,7 +19,7 @@ use tailscope_parsers::SkipReason;
 use tailscope_signatures::defaults;
 use tailscope_signatures::flow::FlowConfig;
 use tailscope_signatures::session::replay::FrameSplitter;
-use tailscope_signatures::session::{Drained, FileCursor, FileStats, Session, SessionConfig};
+use tailscope_signatures::session::{Drained, FileCursor, FileStats, PacketsKept, Session, SessionConfig};
 use tailscope_signatures::tables;
 
 mod pseudonym;
@@ -208,6 +208,10 @@ pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &FileStats) -> PyResult<Bound<
     Ok(d)
 }
 
+pub(crate) fn packets_kept(name: &str) -> PyResult<PacketsKept> {
+    PacketsKept::parse(name).ok_or_else(|| PyValueError::new_err(format!("packets {name:?}: one of all, tagged, none")))
+}
+
 pub(crate) fn session_config(
     tcp_idle_timeout_s: f64,
     udp_idle_timeout_s: f64,
@@ -281,6 +285,12 @@ impl PySession {
             community_id_seed,
         )?;
         Ok(PySession { inner: Session::new(config, capture_id) })
+    }
+
+    /// Which packet rows to write: all, tagged (an analysis tag or an RTT sample) or none.
+    fn keep_packets(&mut self, kept: &str) -> PyResult<()> {
+        self.inner.keep_packets(packets_kept(kept)?);
+        Ok(())
     }
 
     /// Take only the frames in [since_ns, until_ns) that pass `filter` (tcpdump's expression

@@ -155,6 +155,12 @@ impl PyReplayer {
     }
 
     /// Secrets of an SSLKEYLOGFILE for the QUIC connections replayed (as Session.add_keylog).
+    /// Which packet rows to write: all, tagged or none (`analyze --packets`).
+    fn keep_packets(&mut self, kept: &str) -> PyResult<()> {
+        self.inner.session.keep_packets(crate::packets_kept(kept)?);
+        Ok(())
+    }
+
     fn add_keylog<'py>(&mut self, py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
         add_keylog_to(py, &mut self.inner.session, &path)
     }

@@ -31,6 +31,48 @@ const FLOWS_PER_BATCH: usize = 4096;
 /// completes many small exchanges fills a batch fast.
 const QUERIES_PER_BATCH: usize = 8192;
 
+/// Which rows of the packets table a session writes (`--packets`): flows, queries and events are
+/// complete whatever the choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PacketsKept {
+    #[default]
+    All,
+    /// Packets carrying an analysis tag or an RTT sample: the rows the signatures and RTT
+    /// questions read, a small part of a fleet's traffic.
+    Tagged,
+    None,
+}
+
+impl PacketsKept {
+    pub fn parse(name: &str) -> Option<PacketsKept> {
+        match name {
+            "all" => Some(PacketsKept::All),
+            "tagged" => Some(PacketsKept::Tagged),
+            "none" => Some(PacketsKept::None),
+            _ => None,
+        }
+    }
+
+    /// The rows of a finished packets batch to write. Decided when the batch is drained, not
+    /// when a packet comes: a D-SACK may still tag a packet after it was seen.
+    fn keep(self, b: RecordBatch) -> Option<RecordBatch> {
+        match self {
+            PacketsKept::All => Some(b),
+            PacketsKept::None => None,
+            PacketsKept::Tagged => {
+                let schema = b.schema();
+                let tags =
+                    b.column(schema.index_of("tags").ok()?).as_any().downcast_ref::<arrow_array::UInt32Array>()?;
+                let rtt = b.column(schema.index_of("rtt_ns").ok()?);
+                let mask: arrow_array::BooleanArray =
+                    (0..b.num_rows()).map(|i| Some(tags.value(i) != 0 || rtt.is_valid(i))).collect();
+                let kept = arrow_select::filter::filter_record_batch(&b, &mask).ok()?;
+                (kept.num_rows() > 0).then_some(kept)
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
     pub flow: FlowConfig,
@@ -144,6 +186,7 @@ pub struct Session {
     keyed_outcome: Option<Outcome>,
     /// The frames the user asked for (--since/--until/--filter); the rest are counted as skipped.
     selection: FrameSelection,
+    packets_kept: PacketsKept,
 }
 
 impl Session {
@@ -163,7 +206,13 @@ impl Session {
             keys: None,
             keyed_outcome: None,
             selection: FrameSelection::default(),
+            packets_kept: PacketsKept::All,
         }
+    }
+
+    /// Which packet rows to write (the other tables are complete whatever it is).
+    pub fn keep_packets(&mut self, kept: PacketsKept) {
+        self.packets_kept = kept;
     }
 
     /// Take only these frames from the files fed from now on.
@@ -504,7 +553,7 @@ impl Session {
         let packets = if !self.packets.is_empty() && (force || self.packets.len() >= self.config.batch_rows) {
             let b = self.packets.finish(&self.capture_id, &self.files);
             self.relabel_floor.0 = 0;
-            Some(b)
+            self.packets_kept.keep(b)
         } else {
             None
         };
