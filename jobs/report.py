@@ -152,6 +152,13 @@ def _collect(con, dataset: Path, options: ReportOptions) -> dict:
                                       "ORDER BY tail_delay_ms DESC NULLS LAST, tail_rate DESC", [week])
 
     # hexagons per carrier, with last week's p99 and the signatures of their tails
+    # the path's RTT beside the latency, so a slow path is told from a transport behaviour: the
+    # median and p95 over the week's connections of each one's median RTT sample
+    rtt_sql = ("SELECT {keys}, quantile_cont(rtt_p50_ms, 0.5) AS rtt_p50_ms, quantile_cont(rtt_p50_ms, 0.95) AS rtt_p95_ms "
+               "FROM flow_facts WHERE week = ? AND rtt_p50_ms IS NOT NULL GROUP BY ALL")
+    d["rtt"] = {tuple(r[k] for k in keys): (r["rtt_p50_ms"], r["rtt_p95_ms"])
+                for keys in (("carrier",), ("carrier", "h3_cell"))
+                for r in _rows(con, rtt_sql.format(keys=", ".join(keys)), [week])}
     d["hexagons"] = _rows(con, """
         SELECT w.*, m.region, m.h3_lat, m.h3_lng
         FROM week_over_week('carrier_hexagon', ?) w
@@ -450,10 +457,12 @@ def render_html(d: dict) -> str:
     # carriers
     parts.append('<section id="carriers"><h2>p99 by carrier</h2>')
     carriers = d["carriers"]
+    # one colour per carrier in every chart, whatever order a chart lists them in
+    colour = {name: svg.color_for(i) for i, name in enumerate(sorted({c["carrier"] for c in carriers}))}
     if carriers:
         bars = _figure(
             svg.bar_chart([{"label": c["carrier"], "value": c["p99_ms"], "previous": c["p99_ms_prev"],
-                            "color": svg.color_for(i)} for i, c in enumerate(carriers)],
+                            "color": colour[c["carrier"]]} for c in carriers],
                           title=f"p99 query latency by carrier (black tick: {prev})"),
             "Nearest-rank p99 of complete queries; a connection's first query includes its setup.")
         stacked = []
@@ -467,22 +476,30 @@ def render_html(d: dict) -> str:
         rows = []
         for c in carriers:
             top = d["carrier_top"].get((c["carrier"],), [])
-            rows.append([c["carrier"], c["queries"], _ms(c["p50_ms"]), _ms(c["p95_ms"]), _ms(c["p99_ms"]),
+            rows.append([c["carrier"], c["queries"], _rtt(d, (c["carrier"],)), _ms(c["p50_ms"]), _ms(c["p95_ms"]), _ms(c["p99_ms"]),
                          _ms(c["p99_ms_prev"]), _delta_ms(c["p99_ms_delta"]), _pct(c["lossy_flow_share"]), _sig_short(top)])
-        parts.append(_table_html(["carrier", "queries", "p50", "p95", "p99", f"p99 {prev}", "Δ p99", "lossy conns",
+        parts.append(_table_html(["carrier", "queries", "RTT p50 / p95", "p50", "p95", "p99", f"p99 {prev}", "Δ p99", "lossy conns",
                                   "top signatures in the p99 tail: delay charged (share of the tail's latency)"], rows,
-                                 {1, 2, 3, 4, 5, 6, 7}))
+                                 {1, 2, 3, 4, 5, 6, 7, 8}))
         series = {f"{r['carrier']} (n={r['n']})": list(zip(r["q"], d["cdf_points"])) for r in d["cdf"]}
-        cdf = _figure(svg.cdf_chart(series, title="Query latency distribution by carrier"),
+        cdf = _figure(svg.cdf_chart(series, title="Query latency distribution by carrier",
+                                    colors=[colour.get(r["carrier"], svg.color_for(0)) for r in d["cdf"]]),
                       "Cumulative distribution of complete-query latency (log scale): the further right its top, the heavier the tail.")
         hours: dict[str, list[tuple[float, float]]] = {}
         for r in d["hours"]:
             hours.setdefault(r["carrier"], []).append((float(r["t"]), r["p99_ms"]))
         day0 = dt.datetime.fromisoformat(d["first_day"]).replace(tzinfo=dt.timezone.utc).timestamp()
-        x_labels = [(day0 + i * 86400, (dt.date.fromisoformat(d["first_day"]) + dt.timedelta(days=i)).strftime("%a %d"))
-                    for i in range(8)]
+        # the axis spans the hours with data (a capture of two days is not drawn over seven)
+        ts = [t for pts in hours.values() for t, _ in pts] or [day0]
+        lo, hi = min(ts), max(ts) + 3600
+        x_labels = [(t, dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%a %d"))
+                    for t in (day0 + i * 86400 for i in range(8)) if lo <= t <= hi]
+        if len(x_labels) < 2:  # under two days: hours of the day
+            step = 3600 * max(1, round((hi - lo) / 3600 / 6))
+            x_labels = [(t, dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%H:00"))
+                        for t in range(int(lo // 3600 * 3600), int(hi) + 1, step) if lo <= t <= hi]
         hourly = _figure(svg.line_chart(hours, title="p99 query latency per hour, by carrier", log_y=True, x_labels=x_labels,
-                                        x_range=(day0, day0 + 7 * 86400)),
+                                        x_range=(lo, hi), colors=[colour.get(name, svg.color_for(0)) for name in hours]),
                          "Each point is the p99 over the queries that started in that hour (UTC).")
         parts.append(_cols(cdf, hourly))
     else:
@@ -496,13 +513,13 @@ def render_html(d: dict) -> str:
         rows = []
         for h in hexes:
             top = d["hexagon_top"].get((h["carrier"], h["h3_cell"]), [])
-            rows.append([h["carrier"], h["h3_cell"], h["region"] or "-", h["queries"], _ms(h["p50_ms"]), _ms(h["p99_ms"]),
+            rows.append([h["carrier"], h["h3_cell"], h["region"] or "-", h["queries"], _rtt(d, (h["carrier"], h["h3_cell"])), _ms(h["p50_ms"]), _ms(h["p99_ms"]),
                          _ms(h["p99_ms_prev"]), _delta_ms(h["p99_ms_delta"]), _pct(h["lossy_flow_share"]), _sig_short(top)])
         parts.append(f'<p class="note">Carrier × hexagon (H3) with at least {d["options"].min_queries} queries, worst p99 first '
                      f'(the question <code>worst_hexagons(carrier, \'{_e(week)}\', n, min_queries)</code>; '
                      f'<code>p99_explained(cell, carrier, week)</code> breaks one down).</p>')
-        parts.append(_table_html(["carrier", "hexagon", "region", "queries", "p50", "p99", f"p99 {prev}", "Δ p99", "lossy conns",
-                                  "top signatures in the p99 tail: delay charged (share)"], rows, {3, 4, 5, 6, 7, 8}))
+        parts.append(_table_html(["carrier", "hexagon", "region", "queries", "RTT p50 / p95", "p50", "p99", f"p99 {prev}", "Δ p99",
+                                  "lossy conns", "top signatures in the p99 tail: delay charged (share)"], rows, {3, 4, 5, 6, 7, 8, 9}))
     else:
         parts.append('<p class="note">No located queries this week.</p>')
     if d["hexagons_unknown"]:
@@ -556,7 +573,10 @@ def render_html(d: dict) -> str:
     parts.append('<p class="note">The week\'s connections ranked by their slowest complete query. Drill down with the flow id: '
                  "the Grafana dashboard <i>tailscope: flow drill-down</i> (variable <code>flow</code>), or "
                  "<code>SELECT * FROM packets WHERE flow_id = &lt;id&gt; ORDER BY ts</code> in <code>tailscope db</code>; "
-                 "the Community ID finds the same connection in Zeek, Suricata and Wireshark.</p>")
+                 "the Community ID finds the same connection in Zeek, Suricata and Wireshark. "
+                 "<i>Delay charged</i> sums, over all the connection's complete queries, the time each one's signatures "
+                 "cost it (a retransmission is charged the time since its bytes were first sent; overlapping ones are "
+                 "each charged, so it can exceed the latency).</p>")
     rows = []
     for f in d["worst_flows"]:
         link = _flow_link(d, f["flow_id"])
@@ -566,7 +586,7 @@ def render_html(d: dict) -> str:
                      f["flow_signatures"] or "-", f"{f['client']} → {f['server']}"])
     parts.append('<div class="compact">' + _table_html(
         ["#", "flow_id", "community_id", "start (UTC)", "carrier", "hexagon", "network", "slowest query",
-         "its signatures", "delay charged", "flow signatures",
+         "its signatures", "delay charged (all its queries)", "flow signatures",
          "client → server" if d.get("show_clients") else "client network → server"], rows, {0, 7, 9}) + "</div>")
     parts.append("</section>")
 
@@ -602,6 +622,11 @@ def _pp(v) -> str:
 # Markdown
 
 
+def _rtt(d: dict, key: tuple) -> str:
+    p50, p95 = d.get("rtt", {}).get(key, (None, None))
+    return f"{_ms(p50)} / {_ms(p95)}" if p50 is not None else "-"
+
+
 def _md_table(headers: list[str], rows: list[list]) -> str:
     if not rows:
         return "(no rows)\n"
@@ -632,13 +657,13 @@ def render_markdown(d: dict, html_name: str = "") -> str:
     headers, rows = _network_table(d)
     out.append(_md_table(headers, rows))
     out += [f"## {titles['carriers']}", ""]
-    out.append(_md_table(["carrier", "queries", "p50", "p95", "p99", f"p99 {prev}", "Δ p99", "lossy conns", "top signatures in the p99 tail"],
-                         [[c["carrier"], c["queries"], _ms(c["p50_ms"]), _ms(c["p95_ms"]), _ms(c["p99_ms"]), _ms(c["p99_ms_prev"]),
+    out.append(_md_table(["carrier", "queries", "RTT p50 / p95", "p50", "p95", "p99", f"p99 {prev}", "Δ p99", "lossy conns", "top signatures in the p99 tail"],
+                         [[c["carrier"], c["queries"], _rtt(d, (c["carrier"],)), _ms(c["p50_ms"]), _ms(c["p95_ms"]), _ms(c["p99_ms"]), _ms(c["p99_ms_prev"]),
                            _delta_ms(c["p99_ms_delta"]), _pct(c["lossy_flow_share"]), _sig_short(d["carrier_top"].get((c["carrier"],), []))]
                           for c in d["carriers"]]))
     out += [f"## {titles['hexagons']}", ""]
-    out.append(_md_table(["carrier", "hexagon", "region", "queries", "p50", "p99", f"p99 {prev}", "Δ p99", "top signatures in the p99 tail"],
-                         [[h["carrier"], h["h3_cell"], h["region"] or "-", h["queries"], _ms(h["p50_ms"]), _ms(h["p99_ms"]),
+    out.append(_md_table(["carrier", "hexagon", "region", "queries", "RTT p50 / p95", "p50", "p99", f"p99 {prev}", "Δ p99", "top signatures in the p99 tail"],
+                         [[h["carrier"], h["h3_cell"], h["region"] or "-", h["queries"], _rtt(d, (h["carrier"], h["h3_cell"])), _ms(h["p50_ms"]), _ms(h["p99_ms"]),
                            _ms(h["p99_ms_prev"]), _delta_ms(h["p99_ms_delta"]),
                            _sig_short(d["hexagon_top"].get((h["carrier"], h["h3_cell"]), []))] for h in d["hexagons"][: d["options"].top]]))
     out += [f"## {titles['map']}", "", "The map is drawn in the HTML report; the cells, all carriers:", ""]
@@ -648,12 +673,15 @@ def render_markdown(d: dict, html_name: str = "") -> str:
     out += [f"## {titles['week-over-week']}", ""]
     if not d["has_previous"]:
         out += [f"No flows in {prev}: nothing to compare with.", ""]
+    out += ["### p99 by carrier", ""]
     out.append(_md_table(["carrier", "p99", f"p99 {prev}", "Δ p99", "change", "lossy conns Δ"],
                          [[c["carrier"], _ms(c["p99_ms"]), _ms(c["p99_ms_prev"]), _delta_ms(c["p99_ms_delta"]),
                            _change(c["p99_ms"], c["p99_ms_prev"]), _pp(c["lossy_flow_share_delta"])] for c in d["carriers"]]))
+    out += ["### p99 by hexagon (largest changes)", ""]
     out.append(_md_table(["carrier", "hexagon", "p99", f"p99 {prev}", "Δ p99"],
                          [[h["carrier"], h["h3_cell"], _ms(h["p99_ms"]), _ms(h["p99_ms_prev"]), _delta_ms(h["p99_ms_delta"])]
                           for h in d["wow_hexagons"]]))
+    out += ["### Delay charged to each signature in a carrier's p99 tail", ""]
     out.append(_md_table(["carrier", "signature", "tail delay", f"tail delay {prev}", "Δ"],
                          [[s["carrier"], s["signature"], _ms(s["tail_delay_ms"]), _ms(s["tail_delay_ms_prev"]), _delta_ms(s["tail_delay_ms_delta"])]
                           for s in d["wow_signatures"]]))

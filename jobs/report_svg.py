@@ -174,7 +174,7 @@ def stacked_share_bars(rows: Sequence[dict], *, title: str, width: int = 760) ->
 
 def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, y_fmt=fmt_ms, log_y: bool = False,
                x_labels: Sequence[tuple[float, str]] = (), x_range: tuple[float, float] | None = None,
-               width: int = 760, height: int = 260) -> str:
+               width: int = 760, height: int = 260, colors: Sequence[str] | None = None) -> str:
     """Lines (with points) of (x, y) per series name; x are numbers (e.g. epoch seconds) with
     their tick labels in x_labels; x_range fixes the axis (else the data's)."""
     pts = [(x, y) for s in series.values() for x, y in s if y is not None and (y > 0 or not log_y)]
@@ -211,7 +211,7 @@ def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, y_fm
         s = [(x, y) for x, y in s if y is not None and (y > 0 or not log_y)]
         if not s:
             continue
-        c = color_for(i)
+        c = colors[i] if colors else color_for(i)
         if len(s) > 1:
             path = " ".join(f"{'M' if j == 0 else 'L'}{X(x):.1f},{Y(y):.1f}" for j, (x, y) in enumerate(s))
             body.append(f'<path d="{path}" fill="none" stroke="{c}" stroke-width="2"/>')
@@ -222,7 +222,8 @@ def line_chart(series: dict[str, list[tuple[float, float]]], *, title: str, y_fm
     return _svg(width, height, body, title)
 
 
-def cdf_chart(series: dict[str, list[tuple[float, float]]], *, title: str, width: int = 760, height: int = 280) -> str:
+def cdf_chart(series: dict[str, list[tuple[float, float]]], *, title: str, width: int = 760, height: int = 280,
+              colors: Sequence[str] | None = None) -> str:
     """Cumulative distributions: per series, (value in ms, fraction ≤ it) points; log x axis."""
     pts = [(v, f) for s in series.values() for v, f in s if v and v > 0]
     if not pts:
@@ -235,10 +236,10 @@ def cdf_chart(series: dict[str, list[tuple[float, float]]], *, title: str, width
     body = [f'<text x="{left}" y="16" font-size="13" font-weight="600" fill="{AXIS}">{esc(title)}</text>']
     for f in (0, 0.25, 0.5, 0.75, 1.0):
         body.append(f'<line x1="{left}" y1="{Y(f):.1f}" x2="{left + pw}" y2="{Y(f):.1f}" stroke="{GRID}"/>')
-        body.append(f'<text x="{left - 6}" y="{Y(f) + 4:.1f}" font-size="10" text-anchor="end" fill="{GREY}">{f * 100:g}%</text>')
+        body.append(f'<text x="{left - 6}" y="{Y(f) + 4:.1f}" font-size="11" text-anchor="end" fill="{GREY}">{f * 100:g}%</text>')
     for f, name in ((0.95, "p95"), (0.99, "p99")):
         body.append(f'<line x1="{left}" y1="{Y(f):.1f}" x2="{left + pw}" y2="{Y(f):.1f}" stroke="#bbb" stroke-dasharray="3 3"/>')
-        body.append(f'<text x="{left + 4}" y="{Y(f) + (11 if f == 0.95 else -3):.1f}" font-size="9" fill="{GREY}">{name}</text>')
+        body.append(f'<text x="{left + 4}" y="{Y(f) + (11 if f == 0.95 else -3):.1f}" font-size="11" fill="{GREY}">{name}</text>')
     for t in _log_ticks(v0, v1):
         body.append(f'<line x1="{X(t):.1f}" y1="{top}" x2="{X(t):.1f}" y2="{top + ph}" stroke="{GRID}"/>')
         body.append(f'<text x="{X(t):.1f}" y="{height - 16}" font-size="11" text-anchor="middle" fill="{GREY}">{esc(fmt_ms(t))}</text>')
@@ -247,7 +248,7 @@ def cdf_chart(series: dict[str, list[tuple[float, float]]], *, title: str, width
         s = sorted((v, f) for v, f in s if v and v > 0)
         if not s:
             continue
-        c = color_for(i)
+        c = colors[i] if colors else color_for(i)
         path = [f"M{X(s[0][0]):.1f},{Y(0):.1f}"]
         prev_f = 0.0
         for v, f in s:  # a step function: the fraction jumps at each observed value

@@ -82,6 +82,11 @@ def test_the_report_names_it(demo, tmp_path):
     kestrel = next(line for line in md.splitlines() if line.startswith("| Kestrel Mobile | ") and "top" not in line
                    and "policing" in line)
     assert "policing" in kestrel
+    # the path's RTT beside the latency (a slow path told from a transport behaviour); the
+    # week-over-week tables each under their own heading
+    assert "| RTT p50 / p95 |" in md and "### p99 by carrier" in md and "### p99 by hexagon" in md
+    html = (tmp_path / "r" / "report-2026-W47.html").read_text()
+    assert 'font-size="9"' not in html and 'font-size="10"' not in html  # chart text at least 11 px
 
 
 def test_alert_rules_fire_on_the_injected_regression(demo):
