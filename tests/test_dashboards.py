@@ -417,7 +417,24 @@ def test_variable_check_catches_misordering():
 
 def test_provisioning_and_compose_agree():
     ds_yaml = (DASHBOARDS / "provisioning" / "datasources" / "tailscope.yaml").read_text()
-    assert "motherduck-duckdb-datasource" in ds_yaml and "readOnly: true" in ds_yaml
+    assert "motherduck-duckdb-datasource" in ds_yaml
+
+
+# The settings the pinned plugin reads (pkg/models/settings.go of motherduckdb/grafana-duckdb-datasource
+# at v0.4.5: path, initSql, maxOpenConns; the token is a secure setting): anything else in
+# jsonData would be ignored silently, as readOnly was.
+PLUGIN_SETTINGS = {"0.4.5": {"path", "initSql", "maxOpenConns"}}
+
+
+def test_datasource_uses_only_the_pinned_plugins_settings_and_opens_read_only():
+    import yaml
+
+    compose = (DASHBOARDS / "docker-compose.yaml").read_text()
+    version = re.search(r"DUCKDB_PLUGIN_VERSION:-([0-9.]+)", compose).group(1)
+    ds = yaml.safe_load((DASHBOARDS / "provisioning" / "datasources" / "tailscope.yaml").read_text())["datasources"][0]
+    assert set(ds["jsonData"]) <= PLUGIN_SETTINGS[version], set(ds["jsonData"]) - PLUGIN_SETTINGS[version]
+    assert ds["jsonData"]["path"].endswith("?access_mode=READ_ONLY")
+    assert "${TAILSCOPE_DATASET}:${TAILSCOPE_DATASET}:ro" in compose  # the dataset mounted read-only
     dash_yaml = (DASHBOARDS / "provisioning" / "dashboards" / "tailscope.yaml").read_text()
     path = re.search(r"^\s*path:\s*(\S+)", dash_yaml, re.MULTILINE).group(1)
     compose = (DASHBOARDS / "docker-compose.yaml").read_text()
