@@ -276,3 +276,19 @@ def test_screenshot_in_headless_chromium(report, tmp_path):
     # the title band on top, and every section's heading within the 4000 pixels
     assert img.pixel(10, 10)[:3] == NAVY
     assert heading_rules(img) == len(SECTIONS), "not every section's heading is in the screenshot"
+
+
+def test_charts_and_map_render_without_console_errors(report, tmp_path):
+    """Chromium's DOM after loading the page: every chart and the map is a non-empty SVG, and the
+    browser logged no console error (issue 17)."""
+    cmd = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
+           "--dump-dom", report["html"].resolve().as_uri()]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    svgs = re.findall(r"<svg\b.*?</svg>", r.stdout, re.S)
+    assert len(svgs) >= 5, f"{len(svgs)} charts in the rendered page"
+    drawn = [s for s in svgs if len(re.findall(r"<(?:rect|path|polyline|polygon|circle|line)\b", s)) >= 3]
+    assert len(drawn) == len(svgs), "an SVG chart rendered empty"
+    assert any("<polygon" in s or "<path" in s for s in svgs), "no hexagon map drawn"
+    console = [line for line in r.stderr.splitlines() if "CONSOLE" in line and ("ERROR" in line or "Uncaught" in line)]
+    assert not console, console[:5]
