@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="skip inputs whose content (sha256) a committed run of --out processed (default: on; "
                         "--no-incremental appends them again, counting their rows twice)")
     p.add_argument("--reprocess", action="store_true",
-                   help="analyse inputs --out already holds again and replace their rows (whole captures; local engine)")
+                   help="analyse inputs --out already holds again and replace their rows (whole captures; local datasets)")
     sg = p.add_argument_group("spark engine (docs/spark.md)")
     sg.add_argument("--spark-master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
     sg.add_argument("--partitions", type=int, metavar="N", help="shuffle partitions of the flow replay (default: 2 per core)")
@@ -195,9 +195,6 @@ def run(args: argparse.Namespace) -> int:
         incremental=args.incremental,
         reprocess=args.reprocess,
     )
-    if args.reprocess and args.engine == "spark":
-        print("tailscope analyze: error: --reprocess works with --engine local only", file=sys.stderr)
-        return EXIT_USAGE
     if args.partitions is not None and args.partitions <= 0:
         print(f"tailscope analyze: error: --partitions must be positive, got {args.partitions}", file=sys.stderr)
         return EXIT_USAGE

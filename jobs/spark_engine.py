@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from tailscope import _native
 from tailscope.jobs.dataset import StagedPart, StagedWriter, recover
 from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
-from tailscope.jobs import ledger, storage
+from tailscope.jobs import ledger, reprocess, storage
 from tailscope.jobs.pseudonymize import Pseudonymizer, load_key
 from tailscope.jobs.local import (
     SESSION_COUNTERS,
@@ -383,7 +383,8 @@ def analyze(
     resolved, reports = resolve_inputs(inputs)
     files = resolved.files
     already: list[str] = []
-    known = ledger.Ledger(out) if options.incremental else None
+    # --reprocess takes every input again (and replaces the rows of those the dataset holds)
+    known = ledger.Ledger(out) if options.incremental and not options.reprocess else None
     if known:
         # Known by name and size: skipped without reading (files are immutable once shipped).
         already = [f.label for f in files if (f.label, f.size) in known.by_name]
@@ -391,6 +392,7 @@ def analyze(
 
     writer = StagedWriter(out, run_id)
     frames_df = None
+    replacement, retired, carried, rest = None, [], set(), None
     try:
         stats_dir = storage.join(writer.stage, "file_stats")
         writer.loc.mkdirs(stats_dir)
@@ -404,13 +406,18 @@ def analyze(
             from pyspark import StorageLevel
 
             frames_df = files_df.mapInArrow(
-                _decode_files(stats_dir, options.batch_rows, options.checksums or options.incremental, storage.config_snapshot()), _frames_spark_schema()
+                _decode_files(stats_dir, options.batch_rows, options.checksums or options.incremental or options.reprocess,
+                              storage.config_snapshot()), _frames_spark_schema()
             ).persist(StorageLevel.DISK_ONLY)
             frames_df.count()  # decode every file once; the replay reads the persisted frames
             stats = {int(p.rsplit("/", 1)[-1][: -len(".json")]): json.loads(writer.loc.read_text(p))
                      for p in writer.loc.listdir(stats_dir) if p.endswith(".json")}
             planned, dropped = _plan_decoded(files, stats, reports, options, known.by_content if known else {})
             already += dropped
+            if options.reprocess:
+                replacement = reprocess.plan(ledger.Ledger(out), [(p.report.path, p.report.sha256) for _, p in planned])
+                if replacement:
+                    retired, carried, rest = reprocess.stage_rest(out, replacement, run_id, storage.join(writer.stage, "rewrite"))
             captures, file_map = chain_captures(planned, stats, options)
             log(f"replaying {len(captures)} captures")
             parts, totals = _replay(spark, spark_options, writer, frames_df, captures, file_map, options, run_id)
@@ -418,7 +425,10 @@ def analyze(
         totals["pseudonymization"] = pseudonymization_summary(open_pseudonymizer(options))
         manifest = _manifest(run_id, started, t0, inputs, options, reports, totals, _row_counts(writer, totals), removed, argv, already, engine="spark")
         manifest["spark"] = {"master": spark.sparkContext.master, "version": spark.version, "partitions": _partitions(spark, spark_options)}
-        writer.commit(manifest, more_parts=parts)
+        if replacement:
+            manifest["reprocessed"] = replacement.inputs
+            manifest["carried_captures"] = sorted(carried)
+        writer.commit(manifest, more_parts=parts + (rest.close() if rest else []), retired=retired)
     except BaseException:
         writer.abort()
         raise
