@@ -149,9 +149,13 @@ def stacked_share_bars(rows: Sequence[dict], *, title: str, width: int = 760) ->
     x = lambda v: left + plot_w * v / smax
     body = [f'<text x="{left}" y="16" font-size="13" font-weight="600" fill="{AXIS}">{esc(title)}</text>']
     base_y = top + len(rows) * (bar_h + gap)
-    for t in (0, 0.25, 0.5, 0.75, 1.0):
+    # ticks a label's width apart at least, whatever the largest sum (overlapping charges can
+    # reach several times the tail's latency), and the 100 % line always
+    ticks = sorted({t for t in _nice_ticks(0, smax) if t <= smax} | {1.0})
+    ticks = [t for i, t in enumerate(ticks) if t == 1.0 or all(abs(x(t) - x(u)) >= 42 for u in ticks[:i] + [1.0] if u != t)]
+    for t in ticks:
         dash = ' stroke-dasharray="4 3"' if t == 1 else ""
-        body.append(f'<line x1="{x(t):.1f}" y1="{top - 4}" x2="{x(t):.1f}" y2="{base_y}" stroke="{GRID if t < 1 else AXIS}"{dash}/>')
+        body.append(f'<line x1="{x(t):.1f}" y1="{top - 4}" x2="{x(t):.1f}" y2="{base_y}" stroke="{GRID if t != 1 else AXIS}"{dash}/>')
         body.append(f'<text x="{x(t):.1f}" y="{base_y + 14}" font-size="11" text-anchor="middle" fill="{GREY}">{t * 100:.0f} %</text>')
     for n, r in enumerate(rows):
         y = top + n * (bar_h + gap)

@@ -292,3 +292,15 @@ def test_charts_and_map_render_without_console_errors(report, tmp_path):
     assert any("<polygon" in s or "<path" in s for s in svgs), "no hexagon map drawn"
     console = [line for line in r.stderr.splitlines() if "CONSOLE" in line and ("ERROR" in line or "Uncaught" in line)]
     assert not console, console[:5]
+
+
+@pytest.mark.parametrize("total", [0.6, 1.0, 3.3, 7.2])
+def test_share_axis_labels_do_not_run_together(total):
+    """Overlapping charges can sum to several times the tail's latency: the axis labels stay
+    apart and the 100 % line is always drawn (issue 17)."""
+    from tailscope.jobs import report_svg
+
+    svg_text = report_svg.stacked_share_bars([{"label": "a", "parts": [("x", total * 0.7), ("y", total * 0.3)]}], title="t")
+    xs = sorted(float(m) for m in re.findall(r'<text x="([0-9.]+)"[^>]*text-anchor="middle"[^>]*>[0-9]+ %</text>', svg_text))
+    assert len(xs) >= 2 and all(b - a >= 40 for a, b in zip(xs, xs[1:])), xs
+    assert ">100 %</text>" in svg_text
