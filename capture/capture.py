@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import manifest as mf
-from .config import AgentConfig
+from .config import AgentConfig, pseudonym_fingerprint
 from .fsutil import atomic_write_json, read_json
 from .logs import get_logger, log_event
 from .spool import Spool
@@ -59,6 +59,7 @@ class Capturer:
         self.state = spool.state
         self.session_id = session_id
         self.versions = versions
+        self.pseudonym_fp = pseudonym_fingerprint(cfg)
         self.on_closed = on_closed
         self.stop = stop
         self.cap_id = mf.capture_id(cfg.agent.agent_id, cfg.agent.capture_point, self.c.interface)
@@ -81,6 +82,7 @@ class Capturer:
             "start_ns": start_ns, "end_ns": None, "end_reason": None,
             "previous_file": self.previous_file, "contiguous_with_previous": False,
             "successor": None, "successor_spawned_ns": None, "pid": None, **self.versions,
+            "pseudonymize_clients": self.pseudonym_fp,
         }
         atomic_write_json(self._meta_path(stem), meta)
         if predecessor is not None:

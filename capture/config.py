@@ -57,6 +57,11 @@ class AgentSection:
     agent_id: str = field(default_factory=_hostname)
     spool_dir: str = "/var/lib/tailscope-agent"
     log_level: str = "info"
+    # A Crypto-PAn key file (docs/privacy.md): this site's captures must be analysed with client
+    # addresses pseudonymized by this key. The agent never uses the key on packets (enrichment
+    # needs the real address); each landed manifest names the key by its fingerprint, and
+    # `tailscope analyze` refuses the file without that key.
+    pseudonymize_clients: str = ""
 
 
 @dataclass
@@ -289,6 +294,27 @@ def credentials_file_problems(path: Path) -> list[str]:
     return problems
 
 
+def pseudonym_key_problems(path: Path) -> list[str]:
+    from tailscope.jobs.pseudonymize import PseudonymKeyError, load_key
+
+    problems = [p.replace("[ship] credentials_file", "[agent] pseudonymize_clients") for p in credentials_file_problems(path)]
+    if not problems:
+        try:
+            load_key(path)
+        except PseudonymKeyError as exc:
+            problems.append(f"[agent] pseudonymize_clients: {exc}")
+    return problems
+
+
+def pseudonym_fingerprint(cfg: AgentConfig) -> str | None:
+    """The fingerprint of the site's pseudonymization key, for the manifests (never the key)."""
+    if not cfg.agent.pseudonymize_clients:
+        return None
+    from tailscope.jobs.pseudonymize import fingerprint, load_key
+
+    return fingerprint(load_key(cfg.agent.pseudonymize_clients))
+
+
 def landing_options(ship: ShipSection) -> dict[str, Any]:
     """The storage options the landing zone is opened with: the configured ones plus the
     credentials file's (kept out of the config object, so no dump or log can show them)."""
@@ -345,6 +371,8 @@ def validate(cfg: AgentConfig, *, need_capture: bool = True, need_landing: bool 
     if cfg.metrics.listen and not re.match(r"^[^:]*:\d+$", cfg.metrics.listen):
         problems.append("[metrics] listen must be host:port")
     problems += ship_security_problems(cfg.ship)
+    if cfg.agent.pseudonymize_clients:
+        problems += pseudonym_key_problems(Path(cfg.agent.pseudonymize_clients))
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
 

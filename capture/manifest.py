@@ -78,6 +78,7 @@ FIELDS: dict[str, str] = {
     "snaplen": "bytes kept per packet",
     "timestamp_precision": "'ns'",
     "bpf_filter": "capture filter",
+    "pseudonymize_clients": "null, or {key_fingerprint}: the site requires its client addresses pseudonymized with this key (analyze refuses the file without it)",
     "site": "site name", "capture_point": "capture point name", "interface": "capture interface",
     "agent_id": "agent id (host name by default)",
     "capture_id": "agent_id.capture_point.interface: stable id to chain rotated files of one capture",
@@ -147,6 +148,7 @@ def build_manifest(*, meta: dict[str, Any], stats: dict[str, Any], pcap: dict[st
         "tcpdump_version": meta.get("tcpdump_version"),
         "libpcap_version": meta.get("libpcap_version"),
         "hostname": meta.get("hostname"),
+        "pseudonymize_clients": {"key_fingerprint": meta["pseudonymize_clients"]} if meta.get("pseudonymize_clients") else None,
     }
 
 

@@ -24,7 +24,7 @@ from tailscope.jobs.dataset import StagedWriter, recover
 from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
 from tailscope.jobs.inputs import InputFile, resolve
 from tailscope.jobs.progress import Progress
-from tailscope.jobs.pseudonymize import Pseudonymizer, load_key
+from tailscope.jobs.pseudonymize import Pseudonymizer, fingerprint, load_key, sidecar_problem
 from tailscope.jobs.storage import filesystem, is_url
 
 MANIFEST_SCHEMA_VERSION = 1
@@ -128,9 +128,13 @@ class _Planned:
 def _plan(files: list[InputFile], reports: list[FileReport], options: AnalyzeOptions) -> list[_Planned]:
     """Probe every file and order them: by capture group, then by first timestamp."""
     planned = []
+    key_fp = run_key_fingerprint(options)
     for f in files:
         report = FileReport(path=f.label, size=f.size)
         reports.append(report)
+        if problem := sidecar_problem(f.label, f.sidecar, key_fp):
+            _fail(report, problem, kind="input")
+            continue
         if f.url:
             _fail(report, f"{f.label}: inputs on object storage or HDFS are read by --engine spark (docs/spark.md)", kind="input")
             continue
@@ -435,6 +439,10 @@ def open_pseudonymizer(options: AnalyzeOptions) -> Pseudonymizer | None:
     if not options.pseudonymize_key:
         return None
     return Pseudonymizer(load_key(options.pseudonymize_key))
+
+
+def run_key_fingerprint(options: AnalyzeOptions) -> str | None:
+    return fingerprint(load_key(options.pseudonymize_key)) if options.pseudonymize_key else None
 
 
 def pseudonymization_summary(p: Pseudonymizer | None) -> dict | None:

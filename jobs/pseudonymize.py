@@ -71,3 +71,17 @@ class Pseudonymizer:
 
     def address(self, text: str) -> str:
         return self._native.address(text)
+
+
+def sidecar_problem(label: str, sidecar: dict | None, run_fingerprint: str | None) -> str | None:
+    """An input whose agent requires pseudonymized clients (its manifest names the key by
+    fingerprint, capture/README.md) is analysed only with that key."""
+    wanted = ((sidecar or {}).get("pseudonymize_clients") or {}).get("key_fingerprint")
+    if not wanted:
+        return None
+    if run_fingerprint is None:
+        return (f"{label}: its capture agent requires pseudonymized client addresses (key {wanted}): "
+                "run with --pseudonymize-clients KEYFILE")
+    if run_fingerprint != wanted:
+        return f"{label}: its capture agent requires the pseudonymization key {wanted}, this run has {run_fingerprint}"
+    return None

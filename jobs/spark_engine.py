@@ -36,7 +36,7 @@ from tailscope import _native
 from tailscope.jobs.dataset import StagedPart, StagedWriter, recover
 from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
 from tailscope.jobs import ledger, reprocess, storage
-from tailscope.jobs.pseudonymize import Pseudonymizer, load_key
+from tailscope.jobs.pseudonymize import Pseudonymizer, load_key, sidecar_problem
 from tailscope.jobs.local import (
     SESSION_COUNTERS,
     AnalyzeOptions,
@@ -54,6 +54,7 @@ from tailscope.jobs.local import (
     plan_order,
     pseudonymization_summary,
     resolve_inputs,
+    run_key_fingerprint,
     rotation_group,
     sha256_of,
     starts_new_capture,
@@ -450,6 +451,9 @@ def _plan_decoded(files, stats: dict[int, dict], reports: list[FileReport], opti
             continue
         report = FileReport(path=f.label, size=f.size, sha256=s.get("sha256"))
         reports.append(report)
+        if problem := sidecar_problem(f.label, f.sidecar, run_key_fingerprint(options)):
+            _fail(report, problem, kind="input")
+            continue
         if "open_error" in s:
             _fail(report, s["open_error"])
             continue

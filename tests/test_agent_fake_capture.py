@@ -27,13 +27,13 @@ def _count(event: str, n: int):
 
 
 def run_agent(tmp: Path, seconds: float, env_extra: dict | None = None, until=None, ship: dict | None = None,
-              **capture) -> tuple[int, list[dict]]:
+              agent: dict | None = None, **capture) -> tuple[int, list[dict]]:
     """Run the agent for `seconds`, or, with `until`, until it logged what the test needs (at most
     `seconds`, which is then a generous limit: a loaded machine starts processes slowly), or until
     it exits by itself; then SIGTERM it."""
     (tmp / "landing").mkdir(exist_ok=True)
     cfg = write_config(tmp / "agent.toml", {
-        "agent": {"site": "fake", "capture_point": "cp", "agent_id": "a1", "spool_dir": str(tmp / "spool")},
+        "agent": {"site": "fake", "capture_point": "cp", "agent_id": "a1", "spool_dir": str(tmp / "spool"), **(agent or {})},
         "capture": {"interface": "fake0", "tcpdump": FAKE, "rotate_seconds": 1, "handover_seconds": 0.3,
                     "rotate_bytes": "1M", **capture},
         "spool": {"quota_bytes": "16M", "min_free_bytes": 0},
@@ -182,3 +182,19 @@ def test_files_are_private_and_no_secret_is_written(tmp_path):
     assert any(p.suffix == ".log" for p in written)
     for secret in (b"planted-file-secret-4711", b"planted-env-secret-0815"):
         assert not [p for p in written if secret in p.read_bytes()], secret
+
+
+def test_a_site_key_is_named_in_every_manifest(tmp_path):
+    """agent.pseudonymize_clients: the manifests carry the key's fingerprint, never the key."""
+    from tailscope.jobs.pseudonymize import fingerprint
+
+    key = bytes(range(7, 39))
+    kf = tmp_path / "site.key"
+    kf.write_text(key.hex())
+    kf.chmod(0o600)
+    cfg_extra = {"pseudonymize_clients": str(kf)}
+    rc, events = run_agent(tmp_path, 20, until=_count("file_shipped", 1), agent=cfg_extra)
+    assert rc == 0
+    manifests = [json.loads(p.read_text()) for p in (tmp_path / "landing").rglob("*.manifest.json")]
+    assert manifests and all(m["pseudonymize_clients"] == {"key_fingerprint": fingerprint(key)} for m in manifests)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and p != kf and key.hex().encode() in p.read_bytes()]

@@ -132,3 +132,32 @@ def test_key_files(tmp_path):
     loose.chmod(0o644)
     r = analyze(tmp_path / "out2", "--pseudonymize-clients", loose)
     assert r.returncode == 0 and "readable by other users" in r.stderr
+
+
+def test_a_site_that_requires_pseudonyms_is_only_analysed_with_its_key(tmp_path):
+    """The agent's `pseudonymize_clients` key: its manifests name the key by fingerprint and
+    analyze refuses such a file without that key (issue 19)."""
+    import gzip
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "cap.pcap.gz").write_bytes(gzip.compress((SAMPLES / "clean.pcap").read_bytes()))
+    (landing / "cap.manifest.json").write_text(json.dumps({"capture_id": "a.b.c", "pseudonymize_clients": {"key_fingerprint": fingerprint(KEY)}}))
+    right, wrong = tmp_path / "right.key", tmp_path / "wrong.key"
+    right.write_text(KEY.hex())
+    wrong.write_text(bytes(32).hex())
+    for k in (right, wrong):
+        k.chmod(0o600)
+
+    def run(*extra):
+        return subprocess.run([sys.executable, "-m", "tailscope", "analyze", str(landing), "--out", str(tmp_path / "ds"), "-q", *map(str, extra)],
+                              capture_output=True, text=True, timeout=120)
+
+    r = run()
+    assert r.returncode == 3 and "requires pseudonymized client addresses" in r.stderr and fingerprint(KEY) in r.stderr
+    r = run("--pseudonymize-clients", wrong)
+    assert r.returncode == 3 and "requires the pseudonymization key" in r.stderr
+    r = run("--pseudonymize-clients", right)
+    assert r.returncode == 0, r.stderr
+    ips = pq.read_table(tmp_path / "ds" / "flows", columns=["client_ip"]).column("client_ip").to_pylist()
+    assert ips and not set(ips) & {"198.18.1.2"}
