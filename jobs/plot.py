@@ -97,47 +97,29 @@ def _sack_relative(sack, isn: int) -> list[tuple[int, int]]:
     return [((b["left"] - isn) % 2**32, (b["right"] - isn) % 2**32) for b in (sack or [])]
 
 
-def draw(flow: FlowPackets, out: Path, direction: str | None = None) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only; no display needed
-    import matplotlib.pyplot as plt
+def _time_sequence(ax, rows: list[dict], data_dir: str, secs) -> None:
+    """One direction's time-sequence graph on `ax`: its data segments, the other side's ACKs,
+    ACK + receive window and SACK blocks."""
     from matplotlib.collections import LineCollection
 
-    rows = flow.rows
-    if not rows:
-        raise PlotError(f"flow {flow.flow_id}: no packets in the packets table (analysed with --packets tagged/none?)")
-    data_dir = direction or _data_direction(rows)
     ack_dir = "c2s" if data_dir == "s2c" else "s2c"
-    t0 = rows[0]["ts_ns"]
-
-    def secs(r):
-        return (r["ts_ns"] - t0) / 1e9
-
     # the data direction's ISN, to make the SACK edges (absolute) relative like rel_seq/rel_ack
     isn = next(((r["seq"] - r["rel_seq"]) % 2**32 for r in rows if r["direction"] == data_dir and r["rel_seq"] is not None), 0)
     segments = {"first": []}
     for r in rows:
-        if r["direction"] != data_dir or not r["payload_len"]:
-            continue
-        key = r["retx_cause"] or "first"
-        x = secs(r)
-        segments.setdefault(key, []).append([(x, r["rel_seq"]), (x, r["rel_seq"] + r["payload_len"])])
-    acks, windows, sacks, rtt = [], [], [], {"c2s": [], "s2c": []}
+        if r["direction"] == data_dir and r["payload_len"]:
+            x = secs(r)
+            segments.setdefault(r["retx_cause"] or "first", []).append([(x, r["rel_seq"]), (x, r["rel_seq"] + r["payload_len"])])
+    acks, windows, sacks = [], [], []
     for r in rows:
-        x = secs(r)
-        if r["rtt_ns"] is not None and r["rtt_ns"] > 0:
-            rtt[r["direction"]].append((x, r["rtt_ns"] / 1e6))
         if r["direction"] != ack_dir or r["rel_ack"] is None or not (r["flags"] or 0) & 0x10:
             continue
+        x = secs(r)
         acks.append((x, r["rel_ack"]))
         if r["window"] is not None:
             windows.append((x, r["rel_ack"] + r["window"]))
         for left, right in _sack_relative(r["sack"], isn):
             sacks.append([(x, left), (x, right)])
-
-    fig, (ax, ax_rtt) = plt.subplots(2, 1, figsize=(11, 8), height_ratios=[3, 1], sharex=True)
-    ax.set_title(f"flow {flow.flow_id} ({flow.capture_id}): {flow.client} → {flow.server}, {data_dir} data")
     for key, segs in segments.items():
         if segs:
             colour = "black" if key == "first" else CAUSE_COLOURS.get(key, "#8c564b")
@@ -150,9 +132,39 @@ def draw(flow: FlowPackets, out: Path, direction: str | None = None) -> Path:
     if sacks:
         ax.add_collection(LineCollection(sacks, colors=SACK_COLOUR, linewidths=2.5, label="SACK blocks"))
     ax.autoscale()
-    ax.set_ylabel("relative sequence number")
+    ax.set_ylabel(f"{data_dir}: relative sequence number")
     ax.legend(loc="upper left", fontsize="small")
     ax.grid(alpha=0.3)
+
+
+def draw(flow: FlowPackets, out: Path, direction: str | None = None) -> Path:
+    """The time-sequence graph of each direction that sent data (the one that sent more first;
+    only `direction` when given), and the RTT samples below."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; no display needed
+    import matplotlib.pyplot as plt
+
+    rows = flow.rows
+    if not rows:
+        raise PlotError(f"flow {flow.flow_id}: no packets in the packets table (analysed with --packets tagged/none?)")
+    first = direction or _data_direction(rows)
+    other = "c2s" if first == "s2c" else "s2c"
+    dirs = [first] if direction or not any(r["direction"] == other and r["payload_len"] for r in rows) else [first, other]
+    t0 = rows[0]["ts_ns"]
+
+    def secs(r):
+        return (r["ts_ns"] - t0) / 1e9
+
+    fig, axes = plt.subplots(len(dirs) + 1, 1, figsize=(11, 5 + 3 * len(dirs)), height_ratios=[3] * len(dirs) + [1], sharex=True)
+    axes[0].set_title(f"flow {flow.flow_id} ({flow.capture_id}): {flow.client} → {flow.server}")
+    for ax, d in zip(axes, dirs):
+        _time_sequence(ax, rows, d, secs)
+    ax_rtt = axes[-1]
+    rtt = {"c2s": [], "s2c": []}
+    for r in rows:
+        if r["rtt_ns"] is not None and r["rtt_ns"] > 0:
+            rtt[r["direction"]].append((secs(r), r["rtt_ns"] / 1e6))
     # a sample sits on the ACK that produced it: ACKs sent c2s time the server's data
     for acker, colour, label in (("c2s", "#1f77b4", "RTT of server data (client ACKs)"), ("s2c", "#ff7f0e", "RTT of client data (server ACKs)")):
         if rtt[acker]:

@@ -38,6 +38,8 @@ def test_png_and_svg(dataset, tmp_path):
     # the legend names what is drawn: retransmissions by cause, ACK, window, SACK, RTT
     for label in ("retransmission: fast_retransmit", "ACK + receive window", "SACK blocks", "RTT of server data"):
         assert label in text, label
+    # one time-sequence graph per direction that sent data (the client's request bytes too)
+    assert "s2c: relative sequence number" in text and "c2s: relative sequence number" in text
 
 
 def test_the_flow_loaded_is_the_flows_packets(dataset):
