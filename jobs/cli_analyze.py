@@ -142,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
     # it is set before pyarrow is imported; an explicit setting wins.
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     from tailscope.jobs.enrich import EnrichmentError, EnrichmentOptions
-    from tailscope.jobs.local import AnalyzeOptions, SelectionError, analyze
+    from tailscope.jobs.local import analyze
+    from tailscope.jobs.run_model import AnalyzeOptions, SelectionError
     from tailscope.jobs.summary import print_summary
 
     for name, value in (("--tcp-idle-timeout", args.tcp_idle_timeout), ("--udp-idle-timeout", args.udp_idle_timeout), ("--max-flows", args.max_flows)):

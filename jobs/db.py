@@ -51,7 +51,7 @@ def _empty_schema(table: str) -> pa.Schema:
         return _native.event_schema()
     if table == "queries":
         return enriched_schema(_native.query_schema())
-    from tailscope.jobs.local import files_table
+    from tailscope.jobs.run_model import files_table
 
     return files_table([], "").schema
 

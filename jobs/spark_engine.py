@@ -37,25 +37,25 @@ from tailscope.jobs.dataset import StagedPart, StagedWriter, recover
 from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
 from tailscope.jobs import ledger, reprocess, storage
 from tailscope.jobs.pseudonymize import Pseudonymizer, load_key, sidecar_problem
-from tailscope.jobs.local import (
+from tailscope.jobs.run_model import (
     SESSION_COUNTERS,
     AnalyzeOptions,
     FileReport,
+    Planned,
     RunResult,
-    _capture_id,
-    _fail,
-    _manifest,
-    _Planned,
-    _record,
     add_session_totals,
+    build_manifest,
+    capture_id_of,
+    fail,
     files_table,
     new_run_id,
     open_pseudonymizer,
     plan_order,
     pseudonymization_summary,
+    record_stats,
     resolve_inputs,
-    run_key_fingerprint,
     rotation_group,
+    run_key_fingerprint,
     sha256_of,
     starts_new_capture,
 )
@@ -219,11 +219,11 @@ def chain_captures(planned, stats: dict[int, dict], options: AnalyzeOptions) -> 
     cur = None
     for file_no, p in planned:
         if cur is None or starts_new_capture(cur.group, cur.last_ts_ns, p):
-            cur = Capture(_capture_id(p, options), p.group, (p.file.sidecar or {}).get("site"))
+            cur = Capture(capture_id_of(p, options), p.group, (p.file.sidecar or {}).get("site"))
             captures.append(cur)
         p.report.capture_id = cur.capture_id
         s = stats[file_no]
-        _record(p.report, s)
+        record_stats(p.report, s)
         file_map.append((file_no, len(captures) - 1, len(cur.files)))
         cur.files.append(p.file.label)
         if s.get("last_decoded_ts_ns") is not None:
@@ -424,7 +424,7 @@ def analyze(
             parts, totals = _replay(spark, spark_options, writer, frames_df, captures, file_map, options, run_id)
         writer.write("files", files_table(reports, run_id))
         totals["pseudonymization"] = pseudonymization_summary(open_pseudonymizer(options))
-        manifest = _manifest(run_id, started, t0, inputs, options, reports, totals, _row_counts(writer, totals), removed, argv, already, engine="spark")
+        manifest = build_manifest(run_id, started, t0, inputs, options, reports, totals, _row_counts(writer, totals), removed, argv, already, engine="spark")
         manifest["spark"] = {"master": spark.sparkContext.master, "version": spark.version, "partitions": _partitions(spark, spark_options)}
         if replacement:
             manifest["reprocessed"] = replacement.inputs
@@ -452,14 +452,14 @@ def _plan_decoded(files, stats: dict[int, dict], reports: list[FileReport], opti
         report = FileReport(path=f.label, size=f.size, sha256=s.get("sha256"))
         reports.append(report)
         if problem := sidecar_problem(f.label, f.sidecar, run_key_fingerprint(options)):
-            _fail(report, problem, kind="input")
+            fail(report, problem, kind="input")
             continue
         if "open_error" in s:
-            _fail(report, s["open_error"])
+            fail(report, s["open_error"])
             continue
         report.format, report.compression = s["format"], s["compression"]
         group = options.capture_id or f.capture_id or rotation_group(f.path)
-        planned.append((file_no, _Planned(f, report, s.get("first_frame_ts_ns"), group)))
+        planned.append((file_no, Planned(f, report, s.get("first_frame_ts_ns"), group)))
     planned.sort(key=lambda fp: plan_order(fp[1]))
     return planned, dropped
 
