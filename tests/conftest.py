@@ -13,7 +13,7 @@ from support import corpus
 def read_table(dataset: Path, table: str, where: str = "") -> list[dict]:
     """Rows of a dataset table as dicts (timestamps as integer nanoseconds)."""
     con = duckdb.connect()
-    partitioned = table in ("packets", "flows")
+    partitioned = table in ("packets", "flows", "queries", "events")
     glob = str(dataset / table / ("*/*.parquet" if partitioned else "*.parquet"))
     rel = con.sql(f"SELECT * FROM read_parquet('{glob}', hive_partitioning={str(partitioned).lower()})")
     ts_cols = [c for c, t in zip(rel.columns, rel.types) if str(t).startswith("TIMESTAMP")]

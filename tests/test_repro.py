@@ -37,3 +37,39 @@ def test_gre_outer_fragment_inner_length_from_the_inner_headers(tmp_path):
         assert not {"lost_segment", "ack_lost_segment", "retransmission"} & set(p["tag_names"]), p
     (fl,) = flows
     assert fl["s2c_payload_bytes"] == 3800
+
+
+def test_bare_rst_lifts_no_sequence_mark(tmp_path):
+    """Frame 3 is the client's RST answering the server's stale ACK (frame 2) with that ACK's
+    number, 900000 (RFC 9293 §3.10.7.1); the client then repeats its SYN (frame 4) and the new
+    handshake carries a 100-byte request (frame 7) and a FIN (frame 11) from 1001: first
+    transmissions. tshark agrees (it starts a new conversation at frame 5 and tags neither)."""
+    run, packets, flows = _run(tmp_path, "rst_moves_mark.pcap")
+    by_frame = {p["frame"]: p for p in packets}
+    for f in (7, 11):
+        tags = set(by_frame[f]["tag_names"])
+        assert not {"retransmission", "retx_rto", "retx_fast", "spurious_retransmission"} & tags, (f, tags)
+        assert by_frame[f]["retx_delay_ns"] is None, f
+    # The one retransmission is the repeated SYN (frame 4), after its timer.
+    assert {"syn_retransmission", "retx_rto"} <= set(by_frame[4]["tag_names"])
+    assert sum(fl["retx_rto"] for fl in flows) == 1
+    assert sum(fl["c2s_retx_packets"] for fl in flows) == 0
+    # So the exchange is a query: the 100-byte request and the 200-byte response (frame 9).
+    (q,) = read_table(run.out, "queries")
+    assert (q["query_index"], q["request_bytes"], q["response_bytes"]) == (0, 100, 200)
+    assert not q["request_retransmitted"]
+
+
+def test_one_sided_window_scale_means_unscaled(tmp_path):
+    """The client's SYN offers window scale 7, the server's SYN-ACK none: neither side scales
+    (RFC 7323 §2.2). Frame 7 (9921+80) fills the client's 3,000-byte window acknowledged at 7001
+    (tshark: [TCP Window Full]); the server then had the whole window in flight until the ACK
+    of frame 8, which also closed the window."""
+    run, packets, flows = _run(tmp_path, "window_full_noscale.pcap")
+    by_frame = {p["frame"]: p for p in packets}
+    assert "window_full" in by_frame[7]["tag_names"]
+    assert [f for f, p in by_frame.items() if "window_full" in p["tag_names"]] == [7]
+    assert by_frame[5]["window"] == 65535 and by_frame[5]["window_scaled"]
+    assert by_frame[4]["window"] == 3000
+    (fl,) = flows
+    assert fl["rwnd_limited_ns"] > 0

@@ -202,12 +202,16 @@ impl Flow {
         fins || rst
     }
 
-    /// Scale factor for window fields in `dir`: only when both sides offered window scaling in
-    /// their SYNs (RFC 7323 §2.2), never for SYNs themselves.
+    /// Scale factor for window fields in `dir` (never for SYNs themselves), once both SYNs were
+    /// seen: the side's offer when both sides offered window scaling, else 0, for then neither
+    /// side scales (RFC 7323 §2.2). Unknown (None) while a SYN is missing.
     pub fn window_shift(&self, dir: Direction) -> Option<u8> {
+        if self.dir[0].syn == 0 || self.dir[1].syn == 0 {
+            return None;
+        }
         match (self.dir[0].wscale, self.dir[1].wscale) {
             (Some(c), Some(s)) => Some(if dir == Direction::C2S { c } else { s }.min(14)),
-            _ => None,
+            _ => Some(0),
         }
     }
 }

@@ -58,16 +58,26 @@ pub struct Query {
     pub response_packets: u64,
     /// Connection setup charged to the first query (first SYN to the first request byte).
     pub setup_ns: Option<i64>,
+    /// The request's first bytes seen were a resend (the original was lost before the capture,
+    /// or the capture missed it): `start` is the earliest copy seen.
+    pub request_retransmitted: bool,
     pub retransmissions: u64,
     pub charges: Charges,
     response_end_seq: Option<u32>,
+    /// The latest transmission of response bytes, resends included: the response was not
+    /// delivered before it.
+    last_tx_ns: Option<i64>,
+    /// When the latest charge struck: an unanswered query lasts at least until then.
+    last_charge_ns: Option<i64>,
     /// The first RTT sample towards the client after the response began: the queue it met.
     response_rtt_ns: Option<i64>,
 }
 
 impl Query {
     pub fn end_ns(&self) -> i64 {
-        self.acked_ns.or(self.last_byte_ns).unwrap_or(self.start_ns)
+        self.acked_ns.unwrap_or_else(|| {
+            self.start_ns.max(self.last_tx_ns.max(self.last_byte_ns).max(self.last_charge_ns).unwrap_or(0))
+        })
     }
     pub fn complete(&self) -> bool {
         self.first_byte_ns.is_some() && self.acked_ns.is_some()
@@ -90,12 +100,29 @@ pub struct QueryTracker {
     /// Setup costs seen before the first request (SYN and SYN-ACK loss).
     pending_setup: Charges,
     synack_sent: bool,
+    /// Where the client's bytes counted as requests end (sequence number): a resend beyond it
+    /// carries request bytes no query has seen.
+    request_end: Option<u32>,
+    /// The latest client bytes counted from the server's ACK (the capture missed them): their
+    /// original, if written to the capture later, is no new request.
+    acked_unseen: Option<(u32, u32)>,
+    syn_seen: bool,
 }
+
+/// The most client bytes a server's ACK may cover unseen and still count as a request.
+const MAX_UNSEEN_REQUEST: u32 = 1 << 20;
 
 /// One packet as the query tracker needs it.
 pub struct Seen {
     pub c2s: bool,
     pub ts_ns: i64,
+    /// The segment's sequence number and payload length (retransmissions included), and
+    /// whether it is a SYN or carries a FIN (each takes a sequence number; not on a RST).
+    pub seq: u32,
+    pub seglen: u32,
+    pub syn: bool,
+    pub fin: bool,
+    pub rst: bool,
     pub new_data: u32,
     pub ack: Option<u32>,
     /// The server's highest sequence sent so far (after this packet).
@@ -123,8 +150,9 @@ impl QueryTracker {
     }
 
     pub fn observe(&mut self, s: &Seen) {
+        let (request_bytes, resent_request) = self.request_bytes(s);
         // A client burst after a response (or at the start) opens a new query.
-        if s.c2s && s.new_data > 0 {
+        if request_bytes > 0 {
             let responded = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
             if self.current.is_none() || responded {
                 if let Some(q) = self.current.take() {
@@ -142,7 +170,12 @@ impl QueryTracker {
                         }
                     }
                 }
-                let mut q = Query { index: self.next_index, start_ns: s.ts_ns, ..Query::default() };
+                let mut q = Query {
+                    index: self.next_index,
+                    start_ns: s.ts_ns,
+                    request_retransmitted: resent_request,
+                    ..Query::default()
+                };
                 self.next_index += 1;
                 if q.index == 0 {
                     q.setup_ns = self.first_syn_ns.map(|t| s.ts_ns - t);
@@ -155,11 +188,11 @@ impl QueryTracker {
             self.charge_setup(s);
             return;
         };
+        if request_bytes > 0 {
+            q.request_bytes += u64::from(request_bytes);
+            q.request_packets += u64::from(s.c2s);
+        }
         if s.c2s {
-            if s.new_data > 0 {
-                q.request_bytes += u64::from(s.new_data);
-                q.request_packets += 1;
-            }
             // The first ACK covering the response's end delivers it; later ones (the ACK of the
             // server's FIN, window updates) say nothing more about this response.
             if let (Some(ack), Some(end)) = (s.ack, q.response_end_seq) {
@@ -178,7 +211,66 @@ impl QueryTracker {
             q.response_end_seq = Some(s.server_next_seq);
             q.acked_ns = None;
         }
-        charge(q, s);
+        if !s.c2s && s.seglen > 0 && q.first_byte_ns.is_some() {
+            q.last_tx_ns = Some(s.ts_ns);
+        }
+        // Once its response is delivered, what strikes (a late duplicate, a spurious resend) is
+        // outside the query: charges stay inside [start, end].
+        if q.acked_ns.is_none() {
+            charge(q, s);
+        }
+    }
+
+    /// The client's request bytes this packet shows: its new data; or bytes no query has
+    /// counted whose first copy the capture did not see (lost before it, or missed by it): the
+    /// part of a client resend beyond every byte counted, or client bytes the server's ACK
+    /// covers. Those are flagged: the query's `start` is the earliest sign of them.
+    fn request_bytes(&mut self, s: &Seen) -> (u32, bool) {
+        if s.tags & tags::BAD_SEQ != 0 {
+            return (0, false);
+        }
+        if !s.c2s {
+            // The server acknowledges client bytes beyond all the capture showed: once the
+            // handshake it answers was seen (a stale ACK before it is no evidence), and no more
+            // than a plausible request (a larger jump is a damaged or foreign ACK number).
+            let handshake = !self.syn_seen || self.synack_sent;
+            return match (s.ack, self.request_end) {
+                (Some(ack), Some(e))
+                    if handshake && SeqNumber(ack).after(e) && ack.wrapping_sub(e) <= MAX_UNSEEN_REQUEST =>
+                {
+                    self.request_end = Some(ack);
+                    self.acked_unseen = Some((e, ack));
+                    (ack.wrapping_sub(e), true)
+                }
+                _ => (0, false),
+            };
+        }
+        if s.rst && s.seglen == 0 {
+            return (0, false); // a bare RST's number may be anything the peer's ACK said
+        }
+        self.syn_seen |= s.syn;
+        let data_end = s.seq.wrapping_add(s.seglen);
+        let prev = self.request_end;
+        // Where the client's sequence space now ends (a FIN takes one number; the SYN's is
+        // below the first byte).
+        let seq_end = if s.syn { s.seq.wrapping_add(1) } else { data_end.wrapping_add(u32::from(s.fin)) };
+        if prev.is_none_or(|e| SeqNumber(seq_end).after(e)) {
+            self.request_end = Some(seq_end);
+        }
+        if s.new_data > 0 {
+            // New data, less what the server's ACK already counted (an original written to
+            // the capture after that ACK).
+            let counted = self.acked_unseen.map_or(0, |(a, b)| overlap((s.seq, data_end), (a, b)));
+            return (s.new_data.saturating_sub(counted), false);
+        }
+        // A resend (keep-alives and probes carry no retransmission delay): the part beyond every
+        // byte counted so far.
+        let from = prev.filter(|&e| SeqNumber(e).after(s.seq)).unwrap_or(s.seq);
+        if s.retx_delay_ns.is_some() && SeqNumber(data_end).after(from) {
+            (data_end.wrapping_sub(from), true)
+        } else {
+            (0, false)
+        }
     }
 
     /// SYN and SYN-ACK loss before any request: the first query pays for them. A SYN repeated
@@ -236,6 +328,17 @@ impl QueryTracker {
     }
 }
 
+/// Bytes two sequence ranges [start, end) share.
+fn overlap(x: (u32, u32), y: (u32, u32)) -> u32 {
+    let lo = if SeqNumber(x.0).after(y.0) { x.0 } else { y.0 };
+    let hi = if SeqNumber(x.1).before(y.1) { x.1 } else { y.1 };
+    if SeqNumber(hi).after(lo) {
+        hi.wrapping_sub(lo)
+    } else {
+        0
+    }
+}
+
 /// At most this many finished queries of one live flow wait for its verdicts (~400 bytes each).
 /// A connection with more unsettled exchanges than this (thousands of requests on a slow or
 /// lossy path) writes its oldest without the policing/bufferbloat charges decided at its end.
@@ -254,12 +357,12 @@ fn settled(q: &Query) -> bool {
 /// The client's next request acknowledges the previous response: its own ACK was lost (or
 /// delayed into the request). It was delivered about a minimum RTT after its last byte left.
 fn late_ack(q: &mut Query, s: &Seen) {
-    if q.acked_ns.is_some() || q.first_byte_ns.is_none() {
+    if !s.c2s || q.acked_ns.is_some() || q.first_byte_ns.is_none() {
         return;
     }
     if let (Some(ack), Some(end)) = (s.ack, q.response_end_seq) {
         if SeqNumber(ack).at_or_after(end) {
-            q.acked_ns = Some(match (q.last_byte_ns, s.rtt_min_ns) {
+            q.acked_ns = Some(match (q.last_tx_ns.max(q.last_byte_ns).max(q.last_charge_ns), s.rtt_min_ns) {
                 (Some(last), Some(rtt)) => (last + rtt).min(s.ts_ns),
                 _ => s.ts_ns,
             });
@@ -269,6 +372,7 @@ fn late_ack(q: &mut Query, s: &Seen) {
 
 fn charge(q: &mut Query, s: &Seen) {
     let delay = s.retx_delay_ns.unwrap_or(0);
+    let charges = q.charges.items.len();
     if s.retx_delay_ns.is_some() && s.tags & (tags::SYN_RETRANSMISSION | tags::SYNACK_RETRANSMISSION) == 0 {
         q.retransmissions += 1;
         let sig = if s.tags & tags::TAIL_LOSS != 0 || s.tail_episode {
@@ -296,5 +400,108 @@ fn charge(q: &mut Query, s: &Seen) {
     }
     if s.tags & tags::ZERO_WINDOW != 0 {
         q.charges.add("zero_window", 0);
+    }
+    if q.charges.items.len() > charges {
+        q.last_charge_ns = Some(s.ts_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    /// A packet as the tracker sees it: client (c2s) or server, at `ms`, with a sequence range,
+    /// the new bytes it carries and its ACK.
+    fn seen(c2s: bool, ms: i64, seq: u32, len: u32, new: bool, ack: u32) -> Seen {
+        Seen {
+            c2s,
+            ts_ns: ms * MS,
+            seq,
+            seglen: len,
+            syn: false,
+            fin: false,
+            rst: false,
+            new_data: if new { len } else { 0 },
+            ack: Some(ack),
+            server_next_seq: if c2s { 0 } else { seq.wrapping_add(len) },
+            tags: if new || len == 0 { 0 } else { tags::RETRANSMISSION | tags::RETX_RTO },
+            retx_delay_ns: (!new && len > 0).then_some(200 * MS),
+            synack: false,
+            rtt_ns: None,
+            rtt_min_ns: Some(40 * MS),
+            tail_episode: false,
+            reorder_ns: None,
+        }
+    }
+
+    fn handshake(t: &mut QueryTracker) {
+        t.syn(0);
+        t.observe(&Seen { syn: true, ack: None, ..seen(true, 0, 99, 0, false, 0) });
+        t.observe(&Seen { synack: true, ..seen(false, 20, 499, 0, false, 100) });
+        t.observe(&seen(true, 40, 100, 0, false, 500));
+    }
+
+    #[test]
+    fn a_request_first_seen_as_its_resend_opens_its_query() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        // The request (100..300) was lost before the capture; the server sees its resend (judged
+        // one: the server had acknowledged none of it, and our mark says so), then answers.
+        t.observe(&seen(true, 300, 100, 200, false, 500));
+        t.observe(&seen(false, 310, 500, 1000, true, 300));
+        t.observe(&seen(true, 350, 300, 0, false, 1500));
+        t.close();
+        let q = &t.done[0];
+        assert_eq!((q.index, q.request_bytes, q.response_bytes), (0, 200, 1000));
+        assert!(q.request_retransmitted && q.complete());
+        assert_eq!((q.start_ns, q.end_ns()), (300 * MS, 350 * MS));
+        assert_eq!(q.charges.items, vec![("rto", 200 * MS)]);
+    }
+
+    #[test]
+    fn client_bytes_the_server_acknowledges_unseen_are_a_request() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        // The capture missed the request; the server's ACK covers it, then its response; the
+        // original, written to the file late, adds nothing.
+        t.observe(&seen(false, 60, 500, 0, false, 115));
+        t.observe(&seen(false, 61, 500, 88, true, 115));
+        t.observe(&seen(true, 59, 100, 15, true, 500));
+        t.observe(&seen(true, 80, 115, 0, false, 588));
+        t.close();
+        assert_eq!(t.done.len(), 1);
+        let q = &t.done[0];
+        assert_eq!((q.request_bytes, q.response_bytes, q.request_retransmitted), (15, 88, true));
+    }
+
+    #[test]
+    fn a_query_does_not_end_before_its_response_was_repaired() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&seen(true, 50, 100, 100, true, 500));
+        t.observe(&seen(false, 60, 500, 1000, true, 200));
+        t.observe(&seen(false, 61, 1500, 1000, true, 200));
+        // The tail was lost; its resend leaves at 400 ms, and the client's ACK of it is lost:
+        // the next request acknowledges the response.
+        t.observe(&seen(false, 400, 1500, 1000, false, 200));
+        t.observe(&seen(true, 900, 200, 100, true, 2500));
+        t.close();
+        let q = &t.done[0];
+        assert_eq!(q.end_ns(), 440 * MS, "the resend + the minimum RTT, not the last new byte's");
+        assert_eq!(t.done[1].index, 1);
+    }
+
+    #[test]
+    fn an_unanswered_request_lasts_until_what_it_was_charged() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&seen(true, 50, 100, 18, true, 500));
+        t.observe(&seen(true, 300_050, 100, 18, false, 500));
+        t.close();
+        let q = &t.done[0];
+        assert_eq!(q.end_ns(), 300_050 * MS);
+        assert_eq!(q.retransmissions, 1);
     }
 }

@@ -502,13 +502,20 @@ impl Session {
             index += 1;
             index <= event_floor || !(e.flow_id == flow_id && e.frame == frame && e.signature == "tail_loss")
         });
-        for e in self.events[event_floor..].iter_mut().rev().filter(|e| e.flow_id == flow_id && e.frame == frame) {
+        // The rows that carry the resend's cause (`retransmission`, a repeated SYN's): the
+        // packet's other events (out-of-order, ...) have none to change.
+        let carries_cause = |e: &EventRow| e.flow_id == flow_id && e.frame == frame && e.cause.is_some();
+        for e in self.events[event_floor..].iter_mut().rev().filter(|e| carries_cause(e)) {
             e.cause = Some("spurious");
         }
     }
 
-    /// One events row per signature occurrence on this packet.
+    /// One events row per signature occurrence on this packet: a `retransmission` row for every
+    /// packet tailscope judges a retransmission (it has a cause), then one row per event tag
+    /// (`tags::EVENTS`), named as the tag. Loss episodes a retransmission revealed (tail loss,
+    /// a repeated SYN or SYN-ACK) carry its cause and delay.
     fn note_events(&mut self, row: &PacketRow, mask: u32, retx_delay: Option<i64>, seq: Option<u32>) {
+        let cause = tags::cause_name(mask);
         let mut push = |signature: &'static str, cause: Option<&'static str>, delay_ns: Option<i64>| {
             self.events.push(EventRow {
                 file_index: row.file_index,
@@ -523,26 +530,13 @@ impl Session {
                 len: row.payload_len,
             });
         };
-        if mask & tags::SYN_RETRANSMISSION != 0 {
-            push("syn_retransmission", None, retx_delay);
-        } else if mask & tags::SYNACK_RETRANSMISSION != 0 {
-            push("synack_retransmission", None, retx_delay);
-        } else if let Some(cause) = tags::cause_name(mask).filter(|_| mask & tags::RETRANSMISSION != 0) {
-            // Retransmissions as tailscope judges them (a cause); Wireshark's flag alone is not one.
-            push("retransmission", Some(cause), retx_delay);
+        if cause.is_some() {
+            push("retransmission", cause, retx_delay);
         }
-        if mask & tags::TAIL_LOSS != 0 {
-            push("tail_loss", tags::cause_name(mask), retx_delay);
-        }
-        for (bit, name) in [
-            (tags::OUT_OF_ORDER, "out_of_order"),
-            (tags::LOST_SEGMENT, "lost_segment"),
-            (tags::BAD_SEQ, "bad_seq"),
-            (tags::ZERO_WINDOW, "zero_window"),
-            (tags::QUIC_INITIAL_RETRANSMISSION, "quic_initial_retransmission"),
-            (tags::QUIC_MIGRATION, "quic_migration"),
-        ] {
-            if mask & bit != 0 {
+        for (bit, name) in tags::ALL.iter().filter(|(bit, _)| mask & tags::EVENTS & bit != 0) {
+            if bit & tags::LOSS_EPISODES != 0 {
+                push(name, cause, retx_delay);
+            } else {
                 push(name, None, None);
             }
         }

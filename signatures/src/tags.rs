@@ -94,6 +94,20 @@ const _: () = {
     }
 };
 
+/// Tags that make an events row of their own name (besides the `retransmission` row every
+/// packet with a cause gets): loss episodes, sequence anomalies, window and QUIC path events.
+pub const EVENTS: u32 = SYN_RETRANSMISSION
+    | SYNACK_RETRANSMISSION
+    | TAIL_LOSS
+    | OUT_OF_ORDER
+    | LOST_SEGMENT
+    | BAD_SEQ
+    | ZERO_WINDOW
+    | QUIC_INITIAL_RETRANSMISSION
+    | QUIC_MIGRATION;
+/// Of those, the loss episodes a retransmission reveals: their rows carry its cause and delay.
+pub const LOSS_EPISODES: u32 = SYN_RETRANSMISSION | SYNACK_RETRANSMISSION | TAIL_LOSS;
+
 pub fn names(mask: u32) -> impl Iterator<Item = &'static str> {
     ALL.iter().filter(move |(bit, _)| mask & bit != 0).map(|(_, n)| *n)
 }

@@ -23,7 +23,7 @@ mod send;
 mod tests;
 mod wireshark;
 
-use tailscope_parsers::decode::{TcpInfo, TCP_ACK, TCP_FIN, TCP_SYN};
+use tailscope_parsers::decode::{TcpInfo, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 
 use crate::pathology::{Pathology, Verdicts};
 use crate::queries::{QueryTracker, Seen};
@@ -202,6 +202,11 @@ impl TcpState {
         self.queries.observe(&Seen {
             c2s: s.dir == 0,
             ts_ns: s.now,
+            seq: s.seq,
+            seglen: s.seglen,
+            syn: s.flags & TCP_SYN != 0,
+            fin: s.flags & (TCP_FIN | TCP_RST) == TCP_FIN,
+            rst: s.flags & TCP_RST != 0,
             new_data,
             ack: (s.flags & TCP_ACK != 0).then_some(s.ack),
             server_next_seq: self.dir[1].high,
