@@ -123,3 +123,9 @@ def test_syn_loss_before_the_capture_point_is_not_claimed(evaluation):
     row = evaluation.row("syn_loss (SYN dropped before the capture point)")
     assert row.tp + row.fn > 0
     assert row.tp == 0, why(evaluation, row)
+
+
+def test_tables_agree_on_every_lab_run(evaluation):
+    """One truth across tables (tests/support/invariants.py) on the dataset of every scenario."""
+    broken = {n: o.invariant_violations for n, o in evaluation.outputs.items() if o.invariant_violations}
+    assert not broken, broken

@@ -154,6 +154,8 @@ class Outputs:
     packets: list
     flows: list
     events: list
+    # tests/support/invariants.py on this run's dataset: the tables agree (empty = they do)
+    invariant_violations: list = field(default_factory=list)
 
 
 def _read(out: Path, table: str) -> list[dict]:
@@ -181,7 +183,9 @@ def analyze(res: ScenarioResult, out_dir: Path) -> Outputs:
         import shutil
         shutil.rmtree(out)
     ts_analyze([str(res.pcap)], out, AnalyzeOptions(progress=False))
-    return Outputs(_read(out, "packets"), _read(out, "flows"), _read(out, "events"))
+    from tests.support import invariants
+
+    return Outputs(_read(out, "packets"), _read(out, "flows"), _read(out, "events"), invariants.violations(out))
 
 
 # ---- scoring -----------------------------------------------------------------------------
