@@ -34,12 +34,29 @@ FLOW_CAUSE_COLUMNS = {
 }
 
 
+# What the checks read of a table a run did not write (a clean run has no events, ...).
+_EMPTY = {
+    "packets": "capture_id VARCHAR, file VARCHAR, frame UBIGINT, flow_id BIGINT, direction VARCHAR, "
+               "ip_proto UTINYINT, payload_len UINTEGER, tag_names VARCHAR[]",
+    "flows": "capture_id VARCHAR, flow_id BIGINT, ip_proto UTINYINT, c2s_retx_packets BIGINT, "
+             "s2c_retx_packets BIGINT, tail_losses BIGINT, "
+             + ", ".join(f"{c} BIGINT" for c in FLOW_CAUSE_COLUMNS),
+    "events": "capture_id VARCHAR, file VARCHAR, frame UBIGINT, flow_id BIGINT, ts TIMESTAMPTZ, "
+              "signature VARCHAR, cause VARCHAR",
+    "queries": 'capture_id VARCHAR, flow_id BIGINT, query_index UINTEGER, retransmissions UBIGINT, '
+               'start TIMESTAMPTZ, "end" TIMESTAMPTZ, last_byte TIMESTAMPTZ',
+}
+
+
 def _views(con: duckdb.DuckDBPyConnection, dataset: Path) -> None:
-    for table, partitioned in (("packets", True), ("flows", True), ("events", True), ("queries", True)):
-        glob = dataset / table / "*" / "*.parquet"
-        if not list(dataset.glob(f"{table}/*/*.parquet")):
-            glob = dataset / table / "*.parquet"
-        con.sql(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{glob}', hive_partitioning={str(partitioned).lower()}, union_by_name=true)")
+    if not any((dataset / "flows").rglob("*.parquet")):
+        raise FileNotFoundError(f"{dataset}: no flows table: not a dataset, nothing to check")
+    for table, columns in _EMPTY.items():
+        files = sorted(str(f) for f in (dataset / table).rglob("*.parquet"))
+        if files:
+            con.sql(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({files!r}, hive_partitioning=true, union_by_name=true)")
+        else:
+            con.sql(f"CREATE TABLE {table}({columns})")
     pairs = ", ".join(f"('{t}', '{c}')" for t, c in CAUSE_TAGS.items())
     con.sql(f"CREATE TABLE cause_tags(tag VARCHAR, cause VARCHAR); INSERT INTO cause_tags VALUES {pairs}")
     # Each TCP packet's cause (at most one: tags.rs sets exactly one on a judged retransmission).
