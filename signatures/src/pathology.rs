@@ -235,9 +235,9 @@ impl Pathology {
             return;
         }
         // What every step of the search reads, computed once (the same values each step used
-        // to compute for itself): before the first loss, the bytes sent so far and the seconds
-        // since the first transmission; from the first loss to the last, each transmission's
-        // gap to the one before it.
+        // to compute for itself): before the first loss, each transmission's length and its
+        // seconds since the first transmission; from the first loss to the last, each
+        // transmission's gap to the one before it.
         let t0 = self.tx[0].ts_ns;
         let before: Vec<(f64, f64)> =
             self.tx[..first].iter().map(|t| (f64::from(t.len), (t.ts_ns - t0) as f64 / 1e9)).collect();
@@ -485,7 +485,7 @@ mod tests {
         let (mut cwnd, mut tokens, mut t_ns, mut last_ns) = (10.0f64, bucket, 0i64, 0i64);
         let mut x: u64 = 11;
         let (mut lost_any, mut first, mut last, mut n_lost) = (false, None, 0usize, 0usize);
-        for round in 0..300 {
+        for _ in 0..300 {
             let n = cwnd.max(2.0) as i64;
             let gap = rtt_ms * 1_000_000 / n;
             let mut lost_round = false;
@@ -509,7 +509,6 @@ mod tests {
                 }
                 t_ns += gap;
             }
-            let _ = round;
             if lost_round {
                 cwnd *= beta;
                 lost_any = true;

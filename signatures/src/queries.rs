@@ -64,7 +64,7 @@ pub struct Query {
     pub retransmissions: u64,
     pub charges: Charges,
     response_end_seq: Option<u32>,
-    /// The latest transmission of response bytes, resends included: the response was not
+    /// The latest transmission of response bytes, resends included (TCP): the response was not
     /// delivered before it.
     last_tx_ns: Option<i64>,
     /// When the latest charge struck: an unanswered query lasts at least until then.
@@ -75,9 +75,12 @@ pub struct Query {
 
 impl Query {
     pub fn end_ns(&self) -> i64 {
-        self.acked_ns.unwrap_or_else(|| {
-            self.start_ns.max(self.last_tx_ns.max(self.last_byte_ns).max(self.last_charge_ns).unwrap_or(0))
-        })
+        self.acked_ns.unwrap_or_else(|| self.last_activity_ns().map_or(self.start_ns, |t| t.max(self.start_ns)))
+    }
+    /// The latest response byte, resend or charge. (`last_tx_ns` is never before `last_byte_ns`
+    /// in the TCP tracker, but queries of QUIC streams read with a key log set only the latter.)
+    fn last_activity_ns(&self) -> Option<i64> {
+        self.last_tx_ns.max(self.last_byte_ns).max(self.last_charge_ns)
     }
     pub fn complete(&self) -> bool {
         self.first_byte_ns.is_some() && self.acked_ns.is_some()
@@ -122,7 +125,8 @@ pub struct Seen {
     pub seglen: u32,
     pub syn: bool,
     pub fin: bool,
-    pub rst: bool,
+    /// A RST without payload (its sequence number says nothing: `Segment::is_bare_rst`).
+    pub bare_rst: bool,
     pub new_data: u32,
     pub ack: Option<u32>,
     /// The server's highest sequence sent so far (after this packet).
@@ -245,8 +249,8 @@ impl QueryTracker {
                 _ => (0, false),
             };
         }
-        if s.rst && s.seglen == 0 {
-            return (0, false); // a bare RST's number may be anything the peer's ACK said
+        if s.bare_rst {
+            return (0, false);
         }
         self.syn_seen |= s.syn;
         let data_end = s.seq.wrapping_add(s.seglen);
@@ -362,7 +366,7 @@ fn late_ack(q: &mut Query, s: &Seen) {
     }
     if let (Some(ack), Some(end)) = (s.ack, q.response_end_seq) {
         if SeqNumber(ack).at_or_after(end) {
-            q.acked_ns = Some(match (q.last_tx_ns.max(q.last_byte_ns).max(q.last_charge_ns), s.rtt_min_ns) {
+            q.acked_ns = Some(match (q.last_activity_ns(), s.rtt_min_ns) {
                 (Some(last), Some(rtt)) => (last + rtt).min(s.ts_ns),
                 _ => s.ts_ns,
             });
@@ -422,7 +426,7 @@ mod tests {
             seglen: len,
             syn: false,
             fin: false,
-            rst: false,
+            bare_rst: false,
             new_data: if new { len } else { 0 },
             ack: Some(ack),
             server_next_seq: if c2s { 0 } else { seq.wrapping_add(len) },

@@ -23,15 +23,8 @@ CAUSE_TAGS = {
     "retx_pto": "pto",
     "retx_unknown": "unknown",
 }
-# flows.retx_<x> columns (TCP, both directions, SYNs included) and their cause.
-FLOW_CAUSE_COLUMNS = {
-    "retx_rto": "rto",
-    "retx_fast": "fast_retransmit",
-    "retx_tlp": "tlp",
-    "retx_spurious": "spurious",
-    "retx_network_duplicate": "network_duplicate",
-    "retx_unknown": "unknown",
-}
+# The TCP causes are also flows columns of the tags' names (both directions, SYNs included).
+FLOW_CAUSE_COLUMNS = ("retx_rto", "retx_fast", "retx_tlp", "retx_spurious", "retx_network_duplicate", "retx_unknown")
 
 
 # What the checks read of a table a run did not write (a clean run has no events, ...).
@@ -93,7 +86,7 @@ CHECKS = {
                     ON {flow_columns} INTO NAME col VALUE n)
         SELECT fl.capture_id, fl.flow_id, fl.col, fl.n AS flows_n, coalesce(ev.n, 0) AS events_n,
                coalesce(pk.n, 0) AS packets_n
-        FROM fl JOIN cause_map m ON m.col = fl.col
+        FROM fl JOIN cause_tags m ON m.tag = fl.col
         LEFT JOIN ev ON ev.capture_id = fl.capture_id AND ev.flow_id = fl.flow_id AND ev.cause = m.cause
         LEFT JOIN pk ON pk.capture_id = fl.capture_id AND pk.flow_id = fl.flow_id AND pk.cause = m.cause
         WHERE fl.n <> coalesce(ev.n, 0) OR fl.n <> coalesce(pk.n, 0)""",
@@ -139,8 +132,6 @@ def violations(dataset: Path, limit: int = 5) -> list[str]:
     """Readable lines, one per broken check (with up to `limit` offending rows); empty = all hold."""
     con = duckdb.connect()
     _views(con, Path(dataset))
-    pairs = ", ".join(f"('{c}', '{v}')" for c, v in FLOW_CAUSE_COLUMNS.items())
-    con.sql(f"CREATE TABLE cause_map(col VARCHAR, cause VARCHAR); INSERT INTO cause_map VALUES {pairs}")
     out = []
     for name, sql in CHECKS.items():
         sql = sql.replace("{flow_columns}", ", ".join(FLOW_CAUSE_COLUMNS))

@@ -154,6 +154,12 @@ impl<'a> Segment<'a> {
     fn is_plain_ack(&self) -> bool {
         self.flags & (TCP_SYN | TCP_ACK) == TCP_ACK
     }
+    /// A RST without payload claims no bytes: its sequence number may be anything the peer's
+    /// ACK said (RFC 9293 §3.10.7.1 answers an unacceptable ACK with <SEQ=SEG.ACK><CTL=RST>), so
+    /// it moves no mark (repro `rst_moves_mark.pcap`: a stale ACK's number, then a new handshake).
+    fn is_bare_rst(&self) -> bool {
+        self.flags & TCP_RST != 0 && self.seglen == 0
+    }
 }
 
 impl TcpState {
@@ -206,7 +212,7 @@ impl TcpState {
             seglen: s.seglen,
             syn: s.flags & TCP_SYN != 0,
             fin: s.flags & (TCP_FIN | TCP_RST) == TCP_FIN,
-            rst: s.flags & TCP_RST != 0,
+            bare_rst: s.is_bare_rst(),
             new_data,
             ack: (s.flags & TCP_ACK != 0).then_some(s.ack),
             server_next_seq: self.dir[1].high,

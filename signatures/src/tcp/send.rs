@@ -16,10 +16,7 @@ impl TcpState {
         let (seq, seglen, flags, now) = (s.seq, s.seglen, s.flags, s.now);
         let (fwd, rev) = sender_and_peer(&mut self.dir, s.dir);
         let nextseq = seq.wrapping_add(seglen).wrapping_add(u32::from(s.syn_fin));
-        // A bare RST claims no bytes: its sequence number may be anything the peer's ACK said
-        // (RFC 9293 §3.10.7.1 answers an unacceptable ACK with <SEQ=SEG.ACK><CTL=RST>), so it
-        // lifts no mark (repro `rst_moves_mark.pcap`: a stale ACK's number, then a new handshake).
-        let bare_rst = flags & TCP_RST != 0 && seglen == 0;
+        let bare_rst = s.is_bare_rst();
         let beyond_high = !judged.bad_seq && judged.beyond_mark && !bare_rst;
         let advances = beyond_high && ta & ZERO_WINDOW_PROBE == 0;
         let highest = if beyond_high { judged.end } else { fwd.high };
