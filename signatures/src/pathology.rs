@@ -45,6 +45,12 @@ const POLICE_MAX_RTT_INFLATION: f64 = 1.3;
 const POLICE_MIN_EMPTY_LIFT: f64 = 4.0;
 /// The lift is judged when at least this share of the transmissions found tokens.
 const POLICE_MIN_TOKENS_SHARE: f64 = 0.1;
+/// The smallest bucket the fit reports (two full-size packets: any bucket holds that much). A
+/// fit left at it saw the sender get no further ahead of the rate than that before its first
+/// drop: no bucket was drained, which is what a full drop-tail queue shared with other flows
+/// looks like (randomized lab pool, docs/accuracy.md: shallow-queue draws fitted exactly this
+/// floor; every policer drawn, buckets 8-256 kB, fitted above it). Not policing.
+const BURST_FLOOR: f64 = 2.0 * 1500.0;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Tx {
@@ -203,6 +209,18 @@ impl Pathology {
         v.bufferbloat = self_inflicted || standing || episode;
     }
 
+    /// p90 RTT at least `BLOAT_RATIO` times p10 and `BLOAT_EXCESS_NS` above it (enough samples).
+    fn rtt_inflated(&self) -> bool {
+        if self.pairs.len() < BLOAT_MIN_SAMPLES {
+            return false;
+        }
+        let mut rtts: Vec<i64> = self.pairs.iter().map(|p| p.0).collect();
+        rtts.sort_unstable();
+        let pct = |p: f64| rtts[(((p / 100.0) * rtts.len() as f64).ceil() as usize).clamp(1, rtts.len()) - 1];
+        let (p10, p90) = (pct(10.0), pct(90.0));
+        p10 > 0 && p90 as f64 >= BLOAT_RATIO * p10 as f64 && p90 - p10 >= BLOAT_EXCESS_NS
+    }
+
     fn policing(&self, v: &mut Verdicts, min_rtt: Option<i64>, rtt_p: &dyn Fn(f64) -> Option<i64>) {
         let losses: Vec<usize> = self.tx.iter().enumerate().filter(|(_, t)| t.lost).map(|(i, _)| i).collect();
         if losses.len() < POLICE_MIN_LOSSES {
@@ -231,7 +249,10 @@ impl Pathology {
             (Some(m), Some(p50)) if m > 0 => (p50 as f64) <= POLICE_MAX_RTT_INFLATION * m as f64 + 10e6,
             _ => true,
         };
-        if !no_queue {
+        // Nor does the RTT spread the way a queue's does (the bufferbloat rule's inflation at p90):
+        // a drop-tail queue that overflows delays most packets first (randomized lab pool,
+        // docs/accuracy.md: bottleneck draws whose median stayed low were fitted as policers).
+        if !no_queue || self.rtt_inflated() {
             return;
         }
         // What every step of the search reads, computed once (the same values each step used
@@ -292,7 +313,8 @@ impl Pathology {
         let (_, _, Fit { rate, burst, loss_share, pass_share, empty_lift }) = fit(&fine);
         v.policed = loss_share >= POLICE_MIN_LOSS_EMPTY
             && pass_share <= POLICE_MAX_PASS_EMPTY
-            && empty_lift >= POLICE_MIN_EMPTY_LIFT;
+            && empty_lift >= POLICE_MIN_EMPTY_LIFT
+            && burst > BURST_FLOOR;
         if v.policed {
             v.policing_rate_bps = Some(rate * 8.0);
             v.policing_burst_bytes = Some(burst as i64);
@@ -329,7 +351,7 @@ struct Fit {
 /// of dependent operations, and one rate at a time waited on that chain's latency at every step.
 /// Each rate still sees the same operations in the same order, so the results are the same.
 fn bursts_before(before: &[(f64, f64)], rates: &[f64; RATE_STEPS]) -> [f64; RATE_STEPS] {
-    let mut burst = [2.0 * 1500.0; RATE_STEPS];
+    let mut burst = [BURST_FLOOR; RATE_STEPS];
     let mut excess = [0.0f64; RATE_STEPS];
     let mut prev_secs = before.first().map_or(0.0, |b| b.1);
     for &(len, secs) in before {

@@ -323,7 +323,9 @@ fn flow_signatures(f: &Flow) -> Vec<&'static str> {
     let Some(t) = f.tcp.as_ref() else { return Vec::new() };
     let s = &t.stats;
     let mut out = Vec::new();
-    let syn_loss = s.syn_retx > 0 && s.synack_retx == 0 && s.syn_loss_delay_ns > 0;
+    // A SYN repeated before any SYN-ACK went out; a SYN-ACK lost later in the same handshake is
+    // its own signature, not a reason to drop this one.
+    let syn_loss = s.syn_retx > 0 && s.syn_loss_delay_ns > 0;
     for (hit, name) in [
         (syn_loss, "syn_loss"),
         (s.synack_retx > 0, "synack_loss"),

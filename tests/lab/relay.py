@@ -310,7 +310,11 @@ class Relay:
         # 5. propagation delay + jitter, kept in order per direction
         release = depart
         if direction in self.delay:
-            release = max(depart + self.delay[direction].sample(), self.last_release[direction])
+            # the drawn propagation delay is logged so the truth can tell queueing (anything the
+            # packet waited beyond it: TUN queue, relay backlog, bottleneck) from jitter
+            prop = self.delay[direction].sample()
+            rec["prop_ms"] = round(prop * 1000, 3)
+            release = max(depart + prop, self.last_release[direction])
         # 6. explicit reordering
         if impair:
             for rule in self.rules:

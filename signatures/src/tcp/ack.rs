@@ -61,6 +61,11 @@ impl TcpState {
                     if rtags & RETX_SPURIOUS == 0 {
                         unspurious_stats(&mut self.stats, rtags, delay);
                         out.proved_spurious = Some((rseq, rtags));
+                        // Fast retransmit answers later data arriving first; the original
+                        // arrived after all: the data was reordered past the capture.
+                        if rtags & RETX_FAST != 0 {
+                            self.stats.reordered[1 - s.dir] += 1;
+                        }
                     }
                 }
             }

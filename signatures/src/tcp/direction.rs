@@ -70,6 +70,13 @@ pub struct DirSeq {
     pub(super) recovery_since: Option<i64>,
     pub(super) tsvals: VecDeque<(u32, i64)>,
     pub(super) last_tsval: Option<u32>,
+    /// The newest TCP timestamp (TSval) this sender's packets carried: a hole-filler stamped
+    /// before it was sent before packets the capture already saw.
+    pub(super) newest_tsval: Option<u32>,
+    /// The same for the IPv4 ID, with how many of the sender's packets stepped it forward
+    /// by a little (a per-connection counter, as Linux keeps) out of how many were seen.
+    pub(super) newest_ip_id: Option<u16>,
+    pub(super) ip_id_steps: (u32, u32),
     /// Sequence ranges skipped by this direction (seen as `lost_segment`), with when the hole
     /// appeared: a later segment filling one is reordering or a retransmission, by its age.
     pub(super) holes: VecDeque<(u32, u32, i64)>,
@@ -122,6 +129,9 @@ impl Default for DirSeq {
             recovery_since: None,
             tsvals: VecDeque::new(),
             last_tsval: None,
+            newest_tsval: None,
+            newest_ip_id: None,
+            ip_id_steps: (0, 0),
             holes: VecDeque::new(),
             sack_holes: VecDeque::new(),
             recent_retx: VecDeque::new(),

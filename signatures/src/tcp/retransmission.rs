@@ -86,6 +86,22 @@ impl TcpState {
         let mut is_retx = if spurious { !late_original } else { *ta & RETRANSMISSION != 0 && !fresh };
         let mut reorder_ns = None;
         let mut hole_age = None;
+        // A resend carries the sender's clock when it left (RFC 7323 §3), never older than any
+        // segment sent before it; an older stamp than data already seen is an original that
+        // something held on the way.
+        // The TSval ticks in milliseconds, so a segment held from within its own burst shows the
+        // same stamp as those that passed it; a sender counting IPv4 IDs per connection (Linux)
+        // numbers every packet, so its ID tells the order exactly.
+        // Every packet of the sender counts (a pure ACK sent after the held segment too); a SYN's
+        // ID may come from another counter.
+        let tsval = s.tcp.ts.map(|t| t.0).filter(|_| flags & TCP_SYN == 0);
+        let stamped_before = tsval.zip(fwd.newest_tsval).is_some_and(|(v, newest)| SeqNumber(v).before(newest))
+            || numbered_before(fwd, s.ip_id.filter(|_| flags & TCP_SYN == 0));
+        if let Some(v) = tsval {
+            if fwd.newest_tsval.is_none_or(|n| SeqNumber(v).after(n)) {
+                fwd.newest_tsval = Some(v);
+            }
+        }
         if not_advanced {
             let local = self.vantage.local_dir() == Some(s.dir);
             hole_age = take_hole(fwd, seq, seglen, now);
@@ -97,8 +113,9 @@ impl TcpState {
                 *ta & OUT_OF_ORDER != 0 // no vantage: keep Wireshark's timing heuristic
             } else {
                 // Even when Wireshark calls it a (fast) retransmission, a hole filled this soon
-                // cannot have been a resend: the dupACKs had no time to reach the sender.
-                young
+                // cannot have been a resend: the dupACKs had no time to reach the sender. Nor
+                // can one stamped before data the capture already saw, however late it came.
+                young || stamped_before
             };
             if reordered {
                 is_retx = false;
@@ -210,6 +227,35 @@ fn enter_recovery(fwd: &mut DirSeq, rev: &DirSeq, cause: u32, now: i64) {
         }
         _ => {}
     }
+}
+
+/// IPv4 IDs counted per connection: a good share of the sender's data segments stepped the ID
+/// forward by at most `ID_STEP_MAX` (random IDs almost never do).
+const ID_STEP_MAX: u16 = 64;
+const ID_MIN_STEPS: u32 = 3;
+
+/// Was this packet numbered (IPv4 ID) before the newest one already seen from its sender, by a
+/// sender that counts IDs per connection? Records the ID either way.
+fn numbered_before(fwd: &mut DirSeq, ip_id: Option<u32>) -> bool {
+    let Some(id) = ip_id.and_then(|v| u16::try_from(v).ok()) else { return false };
+    let Some(newest) = fwd.newest_ip_id else {
+        fwd.newest_ip_id = Some(id);
+        return false;
+    };
+    let ahead = id.wrapping_sub(newest);
+    let (steps, seen) = &mut fwd.ip_id_steps;
+    *seen += 1;
+    if (1..=ID_STEP_MAX).contains(&ahead) {
+        *steps += 1;
+    }
+    // Pure ACKs between requests take IDs too, so not every step is small; random IDs almost
+    // never make one (64 in 65,536).
+    let counted = *steps >= ID_MIN_STEPS && u64::from(*steps) * 4 >= u64::from(*seen);
+    let behind = newest.wrapping_sub(id);
+    if (1..0x8000).contains(&ahead) {
+        fwd.newest_ip_id = Some(id);
+    }
+    counted && (1..=ID_STEP_MAX).contains(&behind)
 }
 
 /// Does a segment starting at `seq` lie beyond any window the peer (`rev`) advertised? The
