@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   set up, run the main job on the bundled sample captures, print a summary
 #   make test   set up (system packages, venv) and run every test (Rust and Python)
-.PHONY: demo test setup setup-test system-deps rust-lint rust-test py-test fuzz-ci clean
+.PHONY: demo test setup setup-test system-deps rust-lint rust-test py-test fuzz-ci lab-pool clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -46,6 +46,13 @@ rust-lint:
 py-test:
 	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not lab"
 	$(PY) -m pytest -q -m "lab and not lab_targets"
+
+# A larger randomized lab pool than CI's, by hand (root; tests/lab/pool.py): SEEDS=1-200 keeps its
+# table in $(LAB_POOL_OUT)/pool-table.txt for docs/accuracy.md.
+SEEDS ?= 1-96
+LAB_POOL_OUT ?= lab-pool
+lab-pool: setup-test
+	$(PY) -m tests.lab.pool --seeds $(SEEDS) --out $(LAB_POOL_OUT)
 
 # Bounded fuzz run (~2 minutes plus the build; fuzz/README.md). FUZZ_SECONDS=N per target.
 fuzz-ci:

@@ -1,0 +1,187 @@
+"""Randomized lab scenarios: each impairment family's parameters drawn from wide ranges.
+
+The named scenarios (scenarios.py, evaluate.py) show each mechanism once, at parameters chosen by
+the people who wrote the detectors; a threshold fitted to them proves little. `draw(seed)` makes
+one Scenario from a seed alone, so a pool of seeds is reproducible and any draw can be re-run by
+hand (`python -m tests.lab.pool --seeds 17`). The drawn parameters are the scenario's description
+and are logged with every run (scenario.json).
+
+Families (seed % len(FAMILIES), so every pool of >= 8 consecutive seeds holds each once):
+
+    clean          no impairment, no jitter (nothing may be tagged)
+    loss           Bernoulli loss 0.5-8 %, server->client or both ways
+    bursty_loss    Gilbert-Elliott loss, mean 0.5-8 %, bursts of ~1.5-3 packets
+    short_loss     request/response with short responses under loss: tails lost, timers repair
+    reordering     1-10 % of data segments held 10-80 ms, one direction or both
+    policing       token bucket 0.5-10 Mbit/s, bucket 8-256 kB, server->client
+    bottleneck     FIFO 1-50 Mbit/s holding 20 ms - 2 s, server->client
+    handshake      first SYN of every n-th connection lost after the capture, SYN-ACKs lost at random
+
+Shared by all: RTT 20-400 ms (log-uniform) with jitter up to 10 % of the one-way delay (not in
+clean draws), congestion control cubic / bbr / reno (what the kernel offers), 1-8 connections in
+parallel, request/response (1-6 exchanges, responses 1 kB-300 kB) or bulk (100 kB-20 MB). Sizes
+are capped by what the path can carry in about `BUDGET_S` seconds (rate, or the Mathis et al.
+loss-limited rate), so every draw ends in bounded time without making transfers small on fast
+paths.
+"""
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+from .scenarios import NO_TLP, Scenario, conn, workload
+
+FAMILIES = ("clean", "loss", "bursty_loss", "short_loss", "reordering", "policing", "bottleneck", "handshake")
+CC = ("cubic", "bbr", "reno")
+BUDGET_S = 6.0          # transfer time a draw aims at (the pool's runtime scales with it)
+MSS = 1448
+MAX_TOTAL = 20_000_000  # bytes, all connections of a draw together
+RELAY_BPS = 40e6        # what the userspace relay forwards comfortably on the CI machine
+
+
+def available_cc() -> tuple:
+    try:
+        have = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+    except OSError:
+        return ("cubic",)
+    return tuple(c for c in CC if c in have) or ("cubic",)
+
+
+def _loguniform(rng: random.Random, lo: float, hi: float) -> float:
+    return math.exp(rng.uniform(math.log(lo), math.log(hi)))
+
+
+def _mathis_bps(rtt_s: float, p: float) -> float:
+    """Loss-limited TCP throughput (Mathis et al. 1997), bit/s; a floor so tiny budgets stay useful."""
+    return max(200e3, MSS * 8 / rtt_s * 1.22 / math.sqrt(max(p, 1e-4)))
+
+
+def _workload(rng: random.Random, n_conns: int, budget: float, mode: str, min_resp: int = 1000,
+              max_resp: int = 300_000, req: tuple = (200, 2000), parallel: bool = True) -> tuple[dict, list]:
+    """n_conns connections sharing `budget` bytes; returns (workload, per-connection summaries)."""
+    per_conn = max(min_resp, budget / n_conns)
+    conns, desc = [], []
+    for i in range(n_conns):
+        start = round(rng.uniform(0, 0.5), 3) if i else 0.0
+        if mode == "bulk":
+            size = int(min(per_conn, _loguniform(rng, 100_000, 20_000_000)))
+            size = max(size, min_resp)
+            conns.append(conn((200, size), start_s=start))
+            desc.append(f"bulk {size}")
+        else:
+            k = max(1, min(rng.randint(1, 6), int(per_conn // min_resp)))
+            hi = max(min_resp * 1.01, min(max_resp, per_conn / k))
+            reqs = [(rng.randint(*req), int(_loguniform(rng, min_resp, hi)), round(rng.uniform(0, 0.2), 3))
+                    for _ in range(k)]
+            conns.append(conn(*reqs, start_s=start))
+            desc.append("rr " + "/".join(str(r[1]) for r in reqs))
+    return workload(*conns, parallel=parallel), desc
+
+
+def draw(seed: int, cc_choices: tuple | None = None) -> Scenario:
+    rng = random.Random(seed)
+    family = FAMILIES[seed % len(FAMILIES)]
+    rtt_ms = _loguniform(rng, 20, 400)
+    delay = round(rtt_ms / 2, 1)
+    jitter = 0.0 if family == "clean" or rng.random() < 0.5 else round(rng.uniform(0, 0.1) * delay, 1)
+    cc = rng.choice(cc_choices or available_cc())
+    n_conns = rng.randint(1, 8)
+    mode = rng.choice(("rr", "bulk"))
+    path_bps, p_loss = RELAY_BPS, 0.0
+    kw: dict = {}
+    params: list[str] = []
+    min_resp = 1000
+    req, parallel = (200, 2000), True
+
+    if family in ("loss", "short_loss"):
+        p_loss = rng.uniform(0.005, 0.08)
+        d = "s2c" if family == "short_loss" else rng.choice(("s2c", "both"))
+        kw["loss"] = {"model": "bernoulli", "p": round(p_loss, 4), "dir": d}
+        params.append(f"bernoulli {p_loss:.2%} {d}")
+    elif family == "bursty_loss":
+        p_loss = rng.uniform(0.005, 0.08)
+        r = rng.uniform(0.35, 0.7)              # mean burst 1/r ~ 1.4-3 packets
+        h = rng.uniform(0.6, 1.0)
+        p = p_loss * r / (h - p_loss)           # stationary bad-state share x h = p_loss
+        kw["loss"] = {"model": "gilbert", "p": round(p, 5), "r": round(r, 3), "h": round(h, 3), "k": 0.0,
+                      "dir": "s2c"}
+        params.append(f"gilbert mean {p_loss:.2%} burst {1 / r:.1f} h {h:.2f} s2c")
+    elif family == "reordering":
+        every = rng.randint(10, 100)            # 1-10 % of data segments
+        hold = rng.randint(10, 80)
+        dirs = rng.choice((("s2c",), ("c2s",), ("s2c", "c2s")))
+        kw["rules"] = tuple({"kind": "reorder", "dir": d, "every": every, "by_ms": hold} for d in dirs)
+        params.append(f"reorder 1/{every} held {hold} ms {'+'.join(dirs)}")
+        if "c2s" in dirs:
+            mode, req = "rr", (2_000, 60_000)    # client data to reorder: uploads
+    elif family == "policing":
+        rate = _loguniform(rng, 500, 10_000)    # kbit/s
+        bucket = int(_loguniform(rng, 8_000, 256_000))
+        kw["police"] = {"dir": "s2c", "rate_kbit": round(rate), "burst_bytes": bucket}
+        path_bps = rate * 1000
+        # a response the bucket cannot hide, long enough (>= 1.5 s at the rate) for a fit
+        min_resp = max(4 * bucket, int(rate * 1000 / 8 * 1.5))
+        mode = "bulk" if rng.random() < 0.6 else "rr"
+        # one bucket for the direction: connections one after the other, each meets it alone (a
+        # bucket shared by concurrent flows is evaluate.SHARED_POLICER's case, not a target)
+        n_conns, parallel = rng.randint(1, 2), False
+        params.append(f"policer {rate:.0f} kbit/s bucket {bucket} B")
+    elif family == "bottleneck":
+        rate = _loguniform(rng, 1_000, 50_000)
+        queue_s = _loguniform(rng, 0.02, 2.0)
+        qbytes = max(3 * 1514, int(rate * 1000 / 8 * queue_s))
+        kw["bottleneck"] = {"dir": "s2c", "rate_kbit": round(rate), "queue_bytes": qbytes}
+        kw["bottleneck_backend"] = "relay"
+        path_bps = rate * 1000
+        params.append(f"bottleneck {rate:.0f} kbit/s queue {queue_s * 1000:.0f} ms ({qbytes} B)")
+    elif family == "handshake":
+        every = rng.randint(2, 3)
+        prob = round(rng.uniform(0.2, 0.5), 2)
+        n_conns = rng.randint(4, 8)
+        kw["kernel"] = {"server_syn_drop": {"every": every}}
+        kw["rules"] = ({"kind": "synack", "nth": [1], "prob": prob},)
+        mode = "rr"
+        params.append(f"SYN lost at the server every {every}, SYN-ACK lost p {prob}")
+
+    if family == "short_loss":
+        mode = "rr"
+        tlp = rng.random() < 0.7
+        if not tlp:
+            kw["sysctls"] = NO_TLP
+        params.append("TLP on" if tlp else "TLP off")
+    rate_bps = min(path_bps, RELAY_BPS, _mathis_bps(rtt_ms / 1000, p_loss) if p_loss else RELAY_BPS)
+    budget = min(MAX_TOTAL, rate_bps / 8 * BUDGET_S)
+    max_resp = 30_000 if family == "short_loss" else 300_000
+    wl, desc = _workload(rng, n_conns, budget, mode, min_resp=min_resp, max_resp=max_resp, req=req,
+                         parallel=parallel)
+    # the slowest case: every byte at the path's rate (a response is never below min_resp, so a
+    # draw may exceed its budget), plus handshakes, think times and back-offs
+    total = sum(r["resp"] + r["req"] for c in wl["connections"] for r in c["requests"])
+    transfer_s = max(BUDGET_S, total * 8 / rate_bps)
+    deadline = round(transfer_s * 2 + 12 * rtt_ms / 1000 + (10 if p_loss > 0.04 or family == "handshake" else 4), 1)
+    name = f"draw{seed:04d}_{family}"
+    description = (f"seed {seed}: {family}; RTT {rtt_ms:.0f} ms jitter {jitter} ms; {cc}; {n_conns} conn(s) "
+                   f"{mode}; " + "; ".join(params) + "; " + ", ".join(desc))
+    return Scenario(name, description, wl, delay_ms=delay, jitter_ms=jitter, cc=cc, seed=seed,
+                    linger_s=round(max(0.4, 3 * rtt_ms / 1000), 2), deadline_s=deadline, **kw)
+
+
+def pool(seeds) -> list[Scenario]:
+    cc = available_cc()
+    return [draw(s, cc) for s in seeds]
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'1-24', '3,7,9', '1-8,40' -> seeds."""
+    out: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out += range(int(a), int(b) + 1)
+        else:
+            out.append(int(part))
+    return out

@@ -1,0 +1,108 @@
+"""Precision and recall over a pool of randomized lab draws (tests/lab/draws.py, tests/lab/pool.py).
+
+The named scenarios (test_lab_signatures.py) were built by the people who wrote the detectors; the
+pool draws each impairment family's parameters from wide ranges (RTT 20-400 ms with jitter, loss
+0.5-8 % Bernoulli or bursty, reordering 1-10 % held 10-80 ms, policers 0.5-10 Mbit/s with 8-256 kB
+buckets, bottlenecks 1-50 Mbit/s holding 20 ms-2 s, cubic/bbr/reno, 1-8 connections, 1 kB-20 MB),
+seeded, so a threshold fitted to one scenario shows here. The CI pool is `pool.CI_SEEDS`; the
+table is printed (also without -s) and written to <pytest tmp>/lab-pool*/pool-table.txt. A larger
+pool is run by hand (`make lab-pool SEEDS=1-200`) and kept in docs/accuracy.md.
+
+Gates: the pooled targets (>= 0.95 precision and recall) of `pool.POOL_TARGETS`, no trouble in
+clean draws, every table consistent with the others. Rows the pool still misses are KNOWN_GAPS:
+marked xfail (not strict: a pooled figure near its line passes on some pools) with what the pool
+showed; their rows stay in the printed table.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from tests.lab import lab_available, run_scenarios  # noqa: E402
+from tests.lab.draws import parse_seeds, pool  # noqa: E402
+from tests.lab.pool import CI_SEEDS, POOL_TARGETS, format_pool, score  # noqa: E402
+from tests.lab.report import failed_runs, show_table, why  # noqa: E402
+from tests.lab.evaluate import TARGET  # noqa: E402
+
+pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-pool")]
+
+# What the pool showed and the detectors do not do yet (docs/accuracy.md has the table).
+KNOWN_GAPS: dict[str, str] = {
+    "bufferbloat": "the detector's RTT samples carry delayed ACKs and the ACK path's queue; near the "
+                   "1.3x / 20 ms line it disagrees with the measured queue both ways (pool 1-96: "
+                   "P 0.84 R 0.76)",
+    "tail_loss": "a response tail lost while an RTO episode for an earlier hole is open is repaired in "
+                 "loss state and not tagged (pool 1-96: R 0.94, 1 of 16)",
+    "reordering": "a client segment held longer than a whole RTT arrives after its own resend, and the "
+                  "resend is taken for the original (pool 1-96: R 0.94, 3 of 47)",
+    "policing rate within 15%": "a Reno sender at a long RTT under a small bucket never reaches the "
+                                "policer's rate between its losses; the fit reports what it reached "
+                                "(pool 1-96: 13 of 14 within 15%)",
+}
+TARGETS = [pytest.param(s, marks=pytest.mark.xfail(strict=False, reason=KNOWN_GAPS[s])) if s in KNOWN_GAPS else s
+           for s in POOL_TARGETS]
+
+
+@pytest.fixture(scope="module")
+def pooled(tmp_path_factory):
+    ok, reason = lab_available()
+    if not ok:
+        pytest.skip(f"lab unavailable: {reason}")
+    out = tmp_path_factory.mktemp("lab-pool")
+    draws = pool(parse_seeds(CI_SEEDS))
+    results = run_scenarios(draws, out, max_parallel=3, return_exceptions=True)
+    # A draw whose run went wrong on a busy machine (the client failed, the capture dropped
+    # packets, a loss nothing logged) is repeated once, as in test_lab_signatures.
+    bad = set(failed_runs(results))
+    if bad:
+        (out / "retry").mkdir()
+        results.update(run_scenarios([d for d in draws if d.name in bad], out / "retry", max_parallel=2,
+                                     return_exceptions=True))
+    pe = score(results, out / "eval", {d.name: d for d in draws})
+    pe.table = pe.ev.table = format_pool(pe, details=10)
+    pe.table_path = pe.ev.table_path = out / "pool-table.txt"
+    pe.table_path.write_text(pe.table + "\n")
+    return pe
+
+
+def test_print_table(pooled, request, capsys):
+    show_table(pooled.ev, request, capsys, "pool_table")
+
+
+def test_every_draw_ran(pooled):
+    bad = failed_runs(pooled.ev.results)
+    assert not bad, bad
+
+
+def test_truth_agrees_with_the_senders_counters(pooled):
+    bad = {n: {k: v for k, v in t.counter_check.items() if not v["ok"]} for n, t in pooled.ev.truths.items()}
+    bad = {n: v for n, v in bad.items() if v}
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("signature", TARGETS)
+def test_pooled_target(pooled, signature):
+    row = pooled.row(signature)
+    assert row.tp + row.fn > 0, f"no occurrences of {signature} in the pool"
+    assert (row.precision or 0) >= TARGET and (row.recall or 0) >= TARGET, why(pooled.ev, row)
+
+
+def test_clean_draws_have_no_trouble(pooled):
+    """No packet tag, event or flow signature of trouble in draws without impairment, except what
+    the lab's own path did (truth.py measures its queue) and the bufferbloat gap above."""
+    row = pooled.row("no signature in clean runs")
+    assert row.tp + row.fp > 0
+    other = [d for d in row.details if not all(p.strip().startswith("flow signature bufferbloat")
+                                               for p in d.split(":", 2)[2].split(";"))]
+    assert not other, why(pooled.ev, row)
+
+
+def test_tables_agree_on_every_draw(pooled):
+    broken = {n: o.invariant_violations for n, o in pooled.ev.outputs.items() if o.invariant_violations}
+    assert not broken, broken
