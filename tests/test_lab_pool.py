@@ -27,7 +27,7 @@ if _ROOT not in sys.path:
 from tests.lab import lab_available, run_scenarios  # noqa: E402
 from tests.lab.draws import parse_seeds, pool  # noqa: E402
 from tests.lab.pool import CI_SEEDS, POOL_TARGETS, format_pool, score  # noqa: E402
-from tests.lab.report import failed_runs, show_table, why  # noqa: E402
+from tests.lab.report import failed_runs, rerun_once, show_table, why  # noqa: E402
 from tests.lab.evaluate import TARGET  # noqa: E402
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-pool")]
@@ -61,13 +61,9 @@ def pooled(tmp_path_factory):
     out = tmp_path_factory.mktemp("lab-pool")
     draws = pool(parse_seeds(CI_SEEDS))
     results = run_scenarios(draws, out, max_parallel=3, return_exceptions=True)
-    # A draw whose run went wrong on a busy machine (the client failed, the capture dropped
-    # packets, a loss nothing logged) is repeated once, as in test_lab_signatures.
     bad = set(failed_runs(results))
     if bad:
-        (out / "retry").mkdir()
-        results.update(run_scenarios([d for d in draws if d.name in bad], out / "retry", max_parallel=2,
-                                     return_exceptions=True))
+        results = rerun_once(draws, results, bad, out)
     pe = score(results, out / "eval", {d.name: d for d in draws})
     pe.table = pe.ev.table = format_pool(pe, details=10)
     pe.table_path = pe.ev.table_path = out / "pool-table.txt"

@@ -27,7 +27,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from tests.lab import lab_available, run_scenarios  # noqa: E402
-from tests.lab.report import failed_runs, show_table, why  # noqa: E402
+from tests.lab.report import failed_runs, rerun_once, show_table, why  # noqa: E402
 from tests.lab.evaluate import EVAL_SCENARIOS, TARGET, evaluate, format_table  # noqa: E402
 
 # one worker for the whole module: the scenarios run once and are timing-sensitive
@@ -57,11 +57,7 @@ def evaluation(tmp_path_factory):
     # tailscope: it is repeated once, and the checks below still fail if it goes wrong again.
     bad = _untrustworthy(ev)
     if bad:
-        retry_dir = out / "retry"
-        retry_dir.mkdir()
-        rerun = run_scenarios([s for s in EVAL_SCENARIOS if s.name in bad], retry_dir, max_parallel=2,
-                              return_exceptions=True)
-        results = {**results, **rerun}
+        results = rerun_once(EVAL_SCENARIOS, results, bad, out)
         (out / "retry-eval").mkdir()
         ev = evaluate(results, out / "retry-eval")
         ev.retried = sorted(bad)

@@ -166,12 +166,30 @@ impl Pathology {
             self.rwnd_limited_ns += end_ns - since;
         }
         let mut v = Verdicts::default();
-        self.bufferbloat(&mut v, min_rtt, rtt_p);
-        self.policing(&mut v, min_rtt, rtt_p);
+        let spread = self.rtt_spread();
+        self.bufferbloat(&mut v, spread.as_ref(), min_rtt, rtt_p);
+        self.policing(&mut v, spread.as_ref().is_some_and(RttSpread::inflated), min_rtt, rtt_p);
         v
     }
 
-    fn bufferbloat(&self, v: &mut Verdicts, min_rtt: Option<i64>, rtt_p: &dyn Fn(f64) -> Option<i64>) {
+    /// The RTT samples' floor and top (both detectors read them), with enough samples.
+    fn rtt_spread(&self) -> Option<RttSpread> {
+        if self.pairs.len() < BLOAT_MIN_SAMPLES {
+            return None;
+        }
+        let mut rtts: Vec<i64> = self.pairs.iter().map(|p| p.0).collect();
+        rtts.sort_unstable();
+        let pct = |p: f64| rtts[(((p / 100.0) * rtts.len() as f64).ceil() as usize).clamp(1, rtts.len()) - 1];
+        Some(RttSpread { p10: pct(10.0), p90: pct(90.0), p95: pct(95.0) })
+    }
+
+    fn bufferbloat(
+        &self,
+        v: &mut Verdicts,
+        spread: Option<&RttSpread>,
+        min_rtt: Option<i64>,
+        rtt_p: &dyn Fn(f64) -> Option<i64>,
+    ) {
         // Standing queue (filled by us or by others): the median RTT stays well above the
         // path's minimum.
         let standing = match (min_rtt, rtt_p(50.0)) {
@@ -184,44 +202,25 @@ impl Pathology {
         let mut self_inflicted = false;
         // A queueing episode, ours or another flow's.
         let mut episode = false;
-        if self.pairs.len() >= BLOAT_MIN_SAMPLES {
-            let mut rtts: Vec<i64> = self.pairs.iter().map(|p| p.0).collect();
-            rtts.sort_unstable();
-            let pct = |p: f64| rtts[(((p / 100.0) * rtts.len() as f64).ceil() as usize).clamp(1, rtts.len()) - 1];
-            let (p10, p90, p95) = (pct(10.0), pct(90.0), pct(95.0));
+        if let Some(sp) = spread {
+            let RttSpread { p10, p95, .. } = *sp;
             v.rtt_inflation_ns = Some(p95 - p10);
             let corr = spearman(&self.pairs);
             v.rtt_inflight_corr = corr;
-            // An RTT inflated over the path's floor (p10).
-            let queued = |r: i64| r as f64 >= BLOAT_RATIO * p10 as f64 && r - p10 >= BLOAT_EXCESS_NS;
-            // Held to p90, not p95: the top 5% can be a handful of outliers (a reordering hold,
-            // delayed ACKs at the ends of responses) that happen to fall in a growing window.
-            let inflated = p10 > 0 && queued(p90);
             // Jitter can correlate with a growing window by chance; a queue also persists from
             // one sample to the next.
             let autocorr = lag1_autocorr(&self.pairs);
-            self_inflicted = inflated
+            self_inflicted = sp.inflated()
                 && corr.is_some_and(|c| c >= BLOAT_MIN_CORR)
                 && autocorr.is_some_and(|a| a >= BLOAT_SELF_MIN_AUTOCORR);
             let peak = p95 as f64 >= BLOAT_EPISODE_RATIO * p10 as f64 && p95 - p10 >= BLOAT_EPISODE_EXCESS_NS;
-            episode = p10 > 0 && peak && longest_run(&self.pairs, queued) >= BLOAT_EPISODE_RUN;
+            episode = p10 > 0 && peak && longest_run(&self.pairs, |r| sp.queued(r)) >= BLOAT_EPISODE_RUN;
         }
         v.bufferbloat = self_inflicted || standing || episode;
     }
 
-    /// p90 RTT at least `BLOAT_RATIO` times p10 and `BLOAT_EXCESS_NS` above it (enough samples).
-    fn rtt_inflated(&self) -> bool {
-        if self.pairs.len() < BLOAT_MIN_SAMPLES {
-            return false;
-        }
-        let mut rtts: Vec<i64> = self.pairs.iter().map(|p| p.0).collect();
-        rtts.sort_unstable();
-        let pct = |p: f64| rtts[(((p / 100.0) * rtts.len() as f64).ceil() as usize).clamp(1, rtts.len()) - 1];
-        let (p10, p90) = (pct(10.0), pct(90.0));
-        p10 > 0 && p90 as f64 >= BLOAT_RATIO * p10 as f64 && p90 - p10 >= BLOAT_EXCESS_NS
-    }
-
-    fn policing(&self, v: &mut Verdicts, min_rtt: Option<i64>, rtt_p: &dyn Fn(f64) -> Option<i64>) {
+    /// `rtt_inflated`: the RTT spreads as a queue's does (`RttSpread::inflated`).
+    fn policing(&self, v: &mut Verdicts, rtt_inflated: bool, min_rtt: Option<i64>, rtt_p: &dyn Fn(f64) -> Option<i64>) {
         let losses: Vec<usize> = self.tx.iter().enumerate().filter(|(_, t)| t.lost).map(|(i, _)| i).collect();
         if losses.len() < POLICE_MIN_LOSSES {
             return;
@@ -252,7 +251,7 @@ impl Pathology {
         // Nor does the RTT spread the way a queue's does (the bufferbloat rule's inflation at p90):
         // a drop-tail queue that overflows delays most packets first (randomized lab pool,
         // docs/accuracy.md: bottleneck draws whose median stayed low were fitted as policers).
-        if !no_queue || self.rtt_inflated() {
+        if !no_queue || rtt_inflated {
             return;
         }
         // What every step of the search reads, computed once (the same values each step used
@@ -319,6 +318,28 @@ impl Pathology {
             v.policing_rate_bps = Some(rate * 8.0);
             v.policing_burst_bytes = Some(burst as i64);
         }
+    }
+}
+
+/// Percentiles of a flow's RTT samples.
+#[derive(Debug, Clone, Copy)]
+struct RttSpread {
+    p10: i64,
+    p90: i64,
+    p95: i64,
+}
+
+impl RttSpread {
+    /// An RTT inflated over the path's floor (p10).
+    fn queued(&self, r: i64) -> bool {
+        r as f64 >= BLOAT_RATIO * self.p10 as f64 && r - self.p10 >= BLOAT_EXCESS_NS
+    }
+
+    /// The RTT spreads as a queue's does. Held to p90, not p95: the top 5% can be a handful of
+    /// outliers (a reordering hold, delayed ACKs at the ends of responses) that happen to fall
+    /// in a growing window.
+    fn inflated(&self) -> bool {
+        self.p10 > 0 && self.queued(self.p90)
     }
 }
 

@@ -54,7 +54,7 @@ from pathlib import Path
 
 from .harness import ScenarioResult, load_finished, run_scenarios
 from .scenarios import NO_TLP, Scenario, conn, get, workload
-from .truth import MASK, ScenarioTruth, derive
+from .truth import ScenarioTruth, derive, seq_in_range
 
 TARGET = 0.95
 BENIGN_TAGS = frozenset({"duplicate_ack", "window_update", "window_full", "keep_alive", "keep_alive_ack"})
@@ -273,10 +273,6 @@ def _fk(f: dict) -> tuple:
     return (f["client_ip"], f["client_port"], f["server_ip"], f["server_port"])
 
 
-def _in_range(seq: int, start: int, end: int) -> bool:
-    return ((seq - start) & MASK) < ((end - start) & MASK)
-
-
 def _pkt_desc(p: dict | None, t0: int) -> str:
     if p is None:
         return "tailscope: no packet row"
@@ -370,7 +366,7 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Eval
             key = flow_id_key.get(p["flow_id"])
             hit = None
             for ep in t.tails:
-                if ep.flow == key and ep.dir == p["direction"] and _in_range(p["seq"], ep.seq_start, ep.seq_end):
+                if ep.flow == key and ep.dir == p["direction"] and seq_in_range(p["seq"], ep.seq_start, ep.seq_end):
                     hit = ep
                     break
             ft = t.flows.get(key)

@@ -109,6 +109,12 @@ _WHO = re.compile(r"^(FP|FN) (draw\d+_\w+):")
 def score(results: dict, work_dir: Path, draws: dict) -> PoolEvaluation:
     ev = evaluate(results, work_dir)
     ev.rows += [_timer_row(ev), *_policing_fit_rows(ev, draws)]
+    # the pool's targets, not evaluate.py's (which are set for the named scenarios)
+    for r in ev.rows:
+        if r.signature in POOL_TARGETS:
+            r.target = TARGET
+        elif r.kind == "pr":
+            r.target = None
     pe = PoolEvaluation(ev, draws)
     per_draw: dict = collections.defaultdict(list)
     for r in ev.rows:
@@ -130,11 +136,6 @@ def format_pool(pe: PoolEvaluation, details: int = 6, worst: int = 8) -> str:
     fams = collections.Counter(n.split("_", 1)[1] for n in pe.draws)
     head = [f"pool: {len(pe.draws)} draws (" + ", ".join(f"{f} {fams[f]}" for f in FAMILIES if fams[f]) + ")"]
     targets = [r for r in pe.rows if r.signature in POOL_TARGETS or r.kind == "clean"]
-    for r in pe.rows:
-        if r.signature in POOL_TARGETS:
-            r.target = TARGET
-        elif r.kind == "pr":
-            r.target = None
     head.append("targeted: " + ", ".join(f"{r.signature} {r.result}" for r in targets))
     body = format_table(pe.ev, details)
     tail = ["", f"worst draws (FP + FN over the targeted rows; first {worst}):"]

@@ -789,7 +789,7 @@ def _burst_tails(flow, d, firsts: list, sent: list, retx: list, known: list) -> 
 
     def close(run):
         lo, hi = run[0].off, run[-1].off + run[-1].len
-        if any(_seq_in(run[0].seq, a, b) for a, b in covered):
+        if any(seq_in_range(run[0].seq, a, b) for a, b in covered):
             return
         rep = sorted((r for r in retx if r.flow == flow and r.dir == d and r.off < hi and lo < r.off + r.len),
                      key=lambda r: r.t_ns)
@@ -814,7 +814,8 @@ def _burst_tails(flow, d, firsts: list, sent: list, retx: list, known: list) -> 
     return out
 
 
-def _seq_in(seq: int, start: int, end: int) -> bool:
+def seq_in_range(seq: int, start: int, end: int) -> bool:
+    """seq in [start, end) in 32-bit sequence arithmetic."""
     return ((seq - start) & MASK) < ((end - start) & MASK)
 
 

@@ -245,9 +245,7 @@ fn numbered_before(fwd: &mut DirSeq, ip_id: Option<u32>) -> bool {
     let ahead = id.wrapping_sub(newest);
     let (steps, seen) = &mut fwd.ip_id_steps;
     *seen += 1;
-    if (1..=ID_STEP_MAX).contains(&ahead) {
-        *steps += 1;
-    }
+    *steps += u32::from((1..=ID_STEP_MAX).contains(&ahead));
     // Pure ACKs between requests take IDs too, so not every step is small; random IDs almost
     // never make one (64 in 65,536).
     let counted = *steps >= ID_MIN_STEPS && u64::from(*steps) * 4 >= u64::from(*seen);
