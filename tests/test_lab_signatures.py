@@ -27,7 +27,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from tests.lab import lab_available, run_scenarios  # noqa: E402
-from tests.lab.report import failed_runs, rerun_once, show_table, why  # noqa: E402
+from tests.lab.report import failed_runs, rerun_once, show_table, untrustworthy, why  # noqa: E402
 from tests.lab.evaluate import EVAL_SCENARIOS, TARGET, evaluate, format_table  # noqa: E402
 
 # one worker for the whole module: the scenarios run once and are timing-sensitive
@@ -55,7 +55,7 @@ def evaluation(tmp_path_factory):
     # capture and the relay log disagree, or the replayed causes disagree with the senders' kernel
     # counters) is an experiment that went wrong on a busy machine, not a measurement of
     # tailscope: it is repeated once, and the checks below still fail if it goes wrong again.
-    bad = _untrustworthy(ev)
+    bad = untrustworthy(ev)
     if bad:
         results = rerun_once(EVAL_SCENARIOS, results, bad, out)
         (out / "retry-eval").mkdir()
@@ -65,13 +65,6 @@ def evaluation(tmp_path_factory):
     ev.table_path = out / "signature-table.txt"
     ev.table_path.write_text(ev.table + "\n")
     return ev
-
-
-def _untrustworthy(ev) -> set[str]:
-    bad = set(failed_runs(ev.results))
-    bad |= {n for n, t in ev.truths.items() if any(not v["ok"] for v in t.counter_check.values())}
-    bad |= {w.split(":", 1)[0] for w in ev.warnings if "relay record" in w or "no flow" in w}
-    return bad
 
 
 def test_print_table(evaluation, request, capsys):

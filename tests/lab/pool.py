@@ -106,8 +106,9 @@ def _policing_fit_rows(ev: Evaluation, draws: dict) -> list:
 _WHO = re.compile(r"^(FP|FN) (draw\d+_\w+):")
 
 
-def score(results: dict, work_dir: Path, draws: dict) -> PoolEvaluation:
-    ev = evaluate(results, work_dir)
+def score(results: dict, work_dir: Path, draws: dict, outputs: dict | None = None) -> PoolEvaluation:
+    """Pooled rows over finished draws; tailscope runs on each unless `outputs` has it."""
+    ev = evaluate(results, work_dir, outputs)
     ev.rows += [_timer_row(ev), *_policing_fit_rows(ev, draws)]
     # the pool's targets, not evaluate.py's (which are set for the named scenarios)
     for r in ev.rows:

@@ -37,3 +37,15 @@ def rerun_once(scenarios, results: dict, bad, out_dir: Path) -> dict:
     rerun = run_scenarios([s for s in scenarios if s.name in bad], retry_dir, max_parallel=2,
                           return_exceptions=True)
     return {**results, **rerun}
+
+
+def untrustworthy(ev, accept=None) -> set:
+    """Scenario names whose own ground truth is inconsistent: the run failed, the replayed causes
+    disagree with the senders' kernel counters (a check `accept(truth, key, check)` explains is
+    not counted), or the capture and the relay log disagree. Such a run went wrong on a busy
+    machine; it is repeated once (`rerun_once`)."""
+    bad = set(failed_runs(ev.results))
+    bad |= {n for n, t in ev.truths.items()
+            if any(not v["ok"] and not (accept and accept(t, k, v)) for k, v in t.counter_check.items())}
+    bad |= {w.split(":", 1)[0] for w in ev.warnings if "relay record" in w or "no flow" in w}
+    return bad
