@@ -6,7 +6,6 @@ writer and readers (Grafana, notebooks) may hold the old file open: they keep a 
 from __future__ import annotations
 
 import errno
-import json
 import os
 from importlib import resources
 from pathlib import Path
@@ -110,17 +109,18 @@ def install(con, dataset: Path) -> None:
 def _horizon_sql(dataset: Path) -> str:
     """The first day the views show: read from the dataset's `_retention.json` when each query
     runs (so a prune is seen by databases built before it), created when missing."""
-    from tailscope.jobs.prune import NO_HORIZON, RETENTION_FILE
+    from tailscope.jobs.prune import NO_HORIZON, RETENTION_FILE, retention_text
 
     path = dataset / RETENTION_FILE
     if not path.exists():
         try:
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"horizon": NO_HORIZON}) + "\n")
+            tmp.write_text(retention_text(NO_HORIZON))
             os.replace(tmp, path)
         except OSError:
             return f"DATE '{NO_HORIZON}'"  # a read-only dataset no prune has touched
-    return f"(SELECT CAST(horizon AS DATE) FROM read_json_auto({_sql_str(str(path))}))"
+    return (f"(SELECT horizon FROM read_json({_sql_str(str(path))}, format='unstructured', "
+            "columns={'horizon': 'DATE'}))")
 
 
 def connect(dataset: Path):

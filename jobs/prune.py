@@ -45,6 +45,15 @@ def parse_age(text: str) -> dt.timedelta:
     return {"d": dt.timedelta(days=n), "w": dt.timedelta(weeks=n), "h": dt.timedelta(hours=n)}[unit]
 
 
+def retention_text(horizon: str, pruned_at: str | None = None) -> str:
+    """The horizon file: one JSON document. The views read it with its format and column fixed
+    (jobs/db.py), never sniffed: a sniffing read opens the file twice per query (detection,
+    then the read), and across the atomic replace of a prune the two opens could see two
+    different files (a CI run failed so: "Malformed JSON ... line 2")."""
+    doc = {"horizon": horizon} | ({"pruned_at": pruned_at} if pruned_at else {})
+    return json.dumps(doc) + "\n"
+
+
 def horizon_of(dataset: Path) -> str:
     """The first day the dataset shows (YYYY-MM-DD)."""
     try:
@@ -98,9 +107,7 @@ def _write_atomic(path: Path, text: str) -> None:
 def apply(dataset: Path, p: Plan, grace_s: float = 5.0, log=print) -> None:
     dataset = Path(dataset)
     # 1. the commit point
-    _write_atomic(dataset / RETENTION_FILE, json.dumps({
-        "horizon": p.horizon, "pruned_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-    }, indent=2) + "\n")
+    _write_atomic(dataset / RETENTION_FILE, retention_text(p.horizon, dt.datetime.now(dt.timezone.utc).isoformat()))
     log(f"horizon {p.horizon}: readers now see the days from {p.horizon} on")
     # 2. the ledger
     gone = {}
