@@ -7,85 +7,22 @@ run; :func:`recover` removes such files before the next run writes anything.
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
+from tailscope import _native
 from tailscope.jobs.storage import join, location
 
-TABLES_BY_DATE = {"packets": "ts", "flows": "start", "events": "ts", "queries": "start"}
+# The column whose UTC day partitions each table (one rule, in the native writer).
+TABLES_BY_DATE: dict[str, str] = dict(_native.tables_by_date())
 UNPARTITIONED = ("files",)
-NS_PER_DAY = 86_400 * 10**9
-# One data page per column chunk (a packets batch is one row group of 65,536 rows; Parquet's
-# default cuts pages at 20,000 rows, and written 1,024 values at a time): each page is one zstd
-# call, which starts a new compression context. With whole-batch pages the packets files are
-# ~10% smaller and ~5% cheaper to write; pages still end at the 1 MiB data page size limit.
-PARQUET_OPTIONS = dict(compression="zstd", max_rows_per_page=65_536, write_batch_size=65_536)
 
-# A part file is closed, and the next rows of its table and day go to a new one, after this many
-# rows: an open Parquet writer keeps every row group's metadata until it closes (~3 MiB per 100
-# row groups of the packets table), so one file per day would grow with the capture. 128 packets
-# row groups is ~100 MiB on disk, a usual size for Parquet readers.
-MAX_ROWS_PER_FILE = 128 * 65_536
-
-# Columns written without statistics. A packets row group holds every direction, encapsulation
-# and retransmission cause of its 65,536 packets, so min/max over these strings can never skip
-# one; and computing them (a string comparison per value) cost ~5% of writing the table.
-# Every other column keeps its statistics.
-NO_STATISTICS = {"packets": ("direction", "encap", "retx_cause", "tag_names")}
-
-
-def _utc_days(ts: pa.Array) -> pa.Array:
-    """Days since 1970-01-01 (floor division: pc.divide truncates toward zero, which would put
-    the last nanoseconds before 1970 on the wrong day)."""
-    ns = ts.cast(pa.int64())
-    before_1970 = pc.subtract(pc.divide(pc.add(ns, 1), NS_PER_DAY), 1)
-    return pc.if_else(pc.less(ns, 0), before_1970, pc.divide(ns, NS_PER_DAY))
-
-
-def _date_of(day: int) -> str:
-    return (dt.date(1970, 1, 1) + dt.timedelta(days=day)).isoformat()
-
-
-def _dictionary_columns(schema: pa.Schema) -> list[str]:
-    """Dictionary-encode the repetitive string columns only; numbers and timestamps gain
-    nothing from it and cost time."""
-    return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_list(f.type)]
-
-
-# Frame numbers and packet times rise row by row: as deltas they take a few bits each, which
-# leaves zstd a tenth less to compress on the packets table (files ~10% smaller, writing ~10%
-# cheaper, read back identically).
-DELTA_COLUMNS = ("frame", "ts")
-
-
-def _column_encoding(schema: pa.Schema) -> dict[str, str]:
-    return {
-        f.name: "DELTA_BINARY_PACKED"
-        for f in schema
-        if f.name in DELTA_COLUMNS and (pa.types.is_integer(f.type) or pa.types.is_timestamp(f.type))
-    }
-
-
-def _leaf_paths(name: str, type_: pa.DataType) -> list[str]:
-    """The Parquet column paths under one Arrow field (compliant nested names, as written)."""
-    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
-        return _leaf_paths(f"{name}.list.element", type_.value_type)
-    if pa.types.is_struct(type_):
-        return [p for f in type_ for p in _leaf_paths(f"{name}.{f.name}", f.type)]
-    return [name]
-
-
-def _statistics(table: str, schema: pa.Schema) -> bool | list[str]:
-    skip = NO_STATISTICS.get(table)
-    if not skip:
-        return True
-    return [p for f in schema if f.name not in skip for p in _leaf_paths(f.name, f.type)]
+# Rows after which a part file is closed and the next go to a new one; None: the native
+# writer's default (signatures/src/store/mod.rs, MAX_ROWS_PER_FILE). Tests lower it.
+MAX_ROWS_PER_FILE: int | None = None
 
 
 def run_id_of(part: str) -> str | None:
@@ -175,7 +112,9 @@ def publish(out, run_id: str, parts: list[StagedPart], manifest: dict, retired: 
 
 
 class StagedWriter:
-    """Streams record batches into staged, date-partitioned Parquet files."""
+    """Streams record batches into staged, date-partitioned Parquet files. The files are written
+    by the native core on its own thread (signatures/src/store/: encodings, row groups, file
+    rotation); a native `Session` given :attr:`native` hands it the packets itself."""
 
     def __init__(self, out, run_id: str, stage: str | None = None, tag: str = "", max_rows_per_file: int | None = None):
         """`stage` and `tag` let several writers of one run (the Spark engine's tasks) stage
@@ -187,90 +126,50 @@ class StagedWriter:
         if stage is None and not self.loc.remote and os.path.exists(self.stage):
             raise FileExistsError(f"{self.stage}: a run with this id is staged already")
         self.loc.mkdirs(self.stage)
-        self.tag = tag
-        self._writers: dict[tuple[str, str | None], pq.ParquetWriter] = {}
-        self._files: dict[tuple[str, str | None], object] = {}
-        self._paths: dict[tuple[str, str | None], str] = {}
-        self.rows: dict[str, int] = {}
-        self._seq = 0
-        self.max_rows_per_file = max_rows_per_file or MAX_ROWS_PER_FILE
-        self._file_rows: dict[tuple[str, str | None], int] = {}
-        self._full: list[StagedPart] = []
+        # On object storage the parts are written locally and uploaded when closed.
+        self._local = tempfile.mkdtemp(prefix="tailscope-stage-") if self.loc.remote else self.stage
+        self.native = _native.PartWriter(self._local, run_id, tag, max_rows_per_file or MAX_ROWS_PER_FILE)
+        self._rows: dict[str, int] = {}
+        self._parts: list[StagedPart] | None = None
 
-    def _writer(self, table: str, date: str | None, schema: pa.Schema) -> pq.ParquetWriter:
-        key = (table, date)
-        w = self._writers.get(key)
-        if w is None:
-            sub = join(self.stage, table, f"date={date}" if date else "")
-            self.loc.mkdirs(sub)
-            path = join(sub, f"part-{self.run_id}-{self.tag}{self._seq:05d}.parquet")
-            self._seq += 1
-            sink = self._files[key] = self.loc.open_write(path)
-            w = pq.ParquetWriter(
-                sink,
-                schema,
-                use_dictionary=_dictionary_columns(schema),
-                column_encoding=_column_encoding(schema),
-                write_statistics=_statistics(table, schema),
-                **PARQUET_OPTIONS,
-            )
-            self._writers[key] = w
-            self._paths[key] = path
-        return w
+    @property
+    def rows(self) -> dict[str, int]:
+        """Rows written by table: asked once every batch is in, it closes the writer."""
+        self.close()
+        return self._rows
 
-    def write(self, table: str, batch: pa.RecordBatch) -> None:
-        if batch.num_rows == 0:
-            return
-        self.rows[table] = self.rows.get(table, 0) + batch.num_rows
-        ts_col = TABLES_BY_DATE.get(table)
-        if ts_col is None:
-            self._write_part(table, None, batch)
-            return
-        # Partition by UTC day from integer nanoseconds: formatting a date string per row costs
-        # more than the whole decode (a locale per value). Most batches hold a single day, which
-        # the batch's earliest and latest instants show without a day computed for every row.
-        ts = batch.column(ts_col)
-        lo, hi = (v.as_py() for v in pc.min_max(ts.cast(pa.int64())).values())
-        if lo is not None and lo // NS_PER_DAY == hi // NS_PER_DAY:
-            self._write_part(table, _date_of(lo // NS_PER_DAY), batch)
-            return
-        days = _utc_days(ts)
-        for day in pc.unique(days).to_pylist():
-            self._write_part(table, _date_of(day), batch.filter(pc.equal(days, day)))
-
-    def _write_part(self, table: str, date: str | None, batch: pa.RecordBatch) -> None:
-        key = (table, date)
-        self._writer(table, date, batch.schema).write_batch(batch)
-        rows = self._file_rows[key] = self._file_rows.get(key, 0) + batch.num_rows
-        if rows >= self.max_rows_per_file:
-            self._writers.pop(key).close()
-            self._files.pop(key).close()
-            self._full.append(StagedPart(table, date, self._paths.pop(key)))
-            del self._file_rows[key]
+    def write(self, table: str, batch) -> None:
+        if batch.num_rows:
+            self.native.write(table, batch)
 
     def close(self) -> list[StagedPart]:
         """Close every part file; returns them for :func:`publish`."""
-        for key, w in self._writers.items():
-            w.close()
-            self._files[key].close()
-        parts = self._full + [StagedPart(table, date, path) for (table, date), path in self._paths.items()]
-        self._writers.clear()
-        self._files.clear()
-        self._paths.clear()
-        self._file_rows.clear()
-        self._full = []
-        return parts
+        if self._parts is None:
+            parts, rows = self.native.close()
+            self._rows = dict(rows)
+            self._parts = [StagedPart(table, date, self._upload(path)) for table, date, path in parts]
+        return self._parts
+
+    def _upload(self, path: str) -> str:
+        if not self.loc.remote:
+            return path
+        dest = join(self.stage, os.path.relpath(path, self._local).replace(os.sep, "/"))
+        self.loc.upload(path, dest)
+        return dest
 
     def commit(self, manifest: dict, more_parts: list[StagedPart] = (), retired: list[str] = ()) -> list[str]:
         """Close, move this writer's parts (and `more_parts`, staged by other writers of the run)
         into place, then publish the manifest (the commit point)."""
-        return publish(self.out, self.run_id, self.close() + list(more_parts), manifest, retired)
+        parts = self.close() + list(more_parts)
+        if self.loc.remote:
+            shutil.rmtree(self._local, ignore_errors=True)
+        return publish(self.out, self.run_id, parts, manifest, retired)
 
     def abort(self) -> None:
-        for key, w in self._writers.items():
-            try:
-                w.close()
-                self._files[key].close()
-            except Exception:  # noqa: BLE001 - best effort while already failing
-                pass
+        try:
+            self.native.close()
+        except OSError:
+            pass  # best effort while already failing
+        if self.loc.remote:
+            shutil.rmtree(self._local, ignore_errors=True)
         self.loc.rmtree(self.stage)

@@ -173,7 +173,7 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
             if session is None:
                 return
             try:
-                for table, batch in session.finish():
+                for table, batch in session.finish(writer.native):
                     emit(table, batch)
             except _native.InternalError as exc:
                 # The flows still open are lost with the session: every file that fed it says so.
@@ -203,12 +203,12 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
                 continue
             session_reports.append(p.report)
             while not cursor.done:
-                for table, batch in session.step(cursor):
+                for table, batch in session.step(cursor, writer=writer.native):
                     emit(table, batch)
                 progress.update(p.file.label, cursor.input_offset, cursor.stats()["frames"])
             flush_error = None
             try:
-                for table, batch in session.flush():
+                for table, batch in session.flush(writer.native):
                     emit(table, batch)
             except _native.InternalError as exc:
                 flush_error = str(exc)

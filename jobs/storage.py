@@ -74,6 +74,9 @@ class Local:
     def move(self, src: str, dst: str) -> None:
         os.replace(src, dst)
 
+    def upload(self, local: str, dst: str) -> None:
+        os.replace(local, dst)
+
     def rmtree(self, path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
@@ -136,6 +139,9 @@ class Remote:
 
     def move(self, src: str, dst: str) -> None:
         self.fs.mv(self._p(src), self._p(dst))
+
+    def upload(self, local: str, dst: str) -> None:
+        self.fs.put_file(local, self._p(dst))
 
     def rmtree(self, path: str) -> None:
         # Best effort, as shutil.rmtree(ignore_errors=True) locally: what stays is staging

@@ -24,6 +24,7 @@ use tailscope_signatures::tables;
 
 mod pseudonym;
 mod replay;
+mod store;
 
 pyo3::create_exception!(_native, CaptureFileError, PyValueError, "A capture file could not be read.");
 pyo3::create_exception!(
@@ -33,14 +34,7 @@ pyo3::create_exception!(
     "A bug in the native core (a Rust panic), caught at the binding; the message names the file or capture."
 );
 
-/// The panic's message, for the error that replaces it.
-pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "unknown panic".into())
-}
+pub(crate) use tailscope_signatures::panic_message;
 
 /// Run `f`, turning a panic into "`what`: internal error while `doing`: <message>". A panic that
 /// crossed into Python would surface as pyo3's PanicException, which callers cannot tell apart
@@ -327,8 +321,15 @@ impl PySession {
 
     /// Decode up to `max_frames` frames (GIL released), then return the ready output as a list
     /// of (table_name, pyarrow.RecordBatch).
-    #[pyo3(signature = (cursor, max_frames=262_144))]
-    fn step(&mut self, py: Python<'_>, cursor: &mut PyFileCursor, max_frames: usize) -> PyResult<Py<PyList>> {
+    /// With a `writer` (PartWriter), the packets go to it directly and are not returned.
+    #[pyo3(signature = (cursor, max_frames=262_144, writer=None))]
+    fn step(
+        &mut self,
+        py: Python<'_>,
+        cursor: &mut PyFileCursor,
+        max_frames: usize,
+        writer: Option<PyRef<'_, store::PyPartWriter>>,
+    ) -> PyResult<Py<PyList>> {
         let session = &mut self.inner;
         let mut guard = cursor.file.lock()?;
         let cur = &mut *guard;
@@ -350,12 +351,13 @@ impl PySession {
                 Drained::default()
             }
         };
-        output_list(py, drained.into_tables())
+        hand_over(py, drained, writer.as_deref())
     }
 
-    /// End every flow and return all remaining output.
+    /// End every flow and return all remaining output (the packets to `writer`, if given).
     /// Raises InternalError naming the capture if the core fails (the output still held is lost).
-    fn finish(&mut self, py: Python<'_>) -> PyResult<Py<PyList>> {
+    #[pyo3(signature = (writer=None))]
+    fn finish(&mut self, py: Python<'_>, writer: Option<PyRef<'_, store::PyPartWriter>>) -> PyResult<Py<PyList>> {
         let session = &mut self.inner;
         let what = format!("capture {}", session.capture_id);
         let drained = py
@@ -367,12 +369,13 @@ impl PySession {
                 })
             })
             .map_err(InternalError::new_err)?;
-        output_list(py, drained.into_tables())
+        hand_over(py, drained, writer.as_deref())
     }
 
-    /// Flush a partial packet batch (e.g. at the end of a file). Raises InternalError naming the
-    /// capture if the core fails.
-    fn flush(&mut self, py: Python<'_>) -> PyResult<Py<PyList>> {
+    /// Flush a partial packet batch (e.g. at the end of a file; the packets to `writer`, if
+    /// given). Raises InternalError naming the capture if the core fails.
+    #[pyo3(signature = (writer=None))]
+    fn flush(&mut self, py: Python<'_>, writer: Option<PyRef<'_, store::PyPartWriter>>) -> PyResult<Py<PyList>> {
         let session = &mut self.inner;
         let what = format!("capture {}", session.capture_id);
         let drained = guarded(&what, "flushing its output", || {
@@ -380,7 +383,7 @@ impl PySession {
             session.drain(true)
         })
         .map_err(InternalError::new_err)?;
-        output_list(py, drained.into_tables())
+        hand_over(py, drained, writer.as_deref())
     }
 
     /// Read an SSLKEYLOGFILE (call before the captures; repeatable). Returns its line counts.
@@ -401,6 +404,18 @@ impl PySession {
         d.set_item("queries_written_unsettled", self.inner.queries_written_unsettled)?;
         Ok(d)
     }
+}
+
+/// The packets batch to the writer, when there is one; everything else back to Python.
+fn hand_over(py: Python<'_>, mut drained: Drained, writer: Option<&store::PyPartWriter>) -> PyResult<Py<PyList>> {
+    if let Some(w) = writer {
+        let Some(packets) = drained.packets.take() else { return output_list(py, drained.into_tables()) };
+        let Some(sink) = w.sink() else { return Err(w.failure()) };
+        if !py.detach(|| sink.send("packets", packets)) {
+            return Err(w.failure());
+        }
+    }
+    output_list(py, drained.into_tables())
 }
 
 pub(crate) fn output_list<const N: usize>(
@@ -525,6 +540,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<replay::PyFrameSplitter>()?;
     m.add_class::<replay::PyReplayer>()?;
     m.add_class::<pseudonym::PyPseudonymizer>()?;
+    m.add_class::<store::PyPartWriter>()?;
+    m.add_function(wrap_pyfunction!(store::tables_by_date, m)?)?;
     m.add_function(wrap_pyfunction!(replay::frame_schema_py, m)?)?;
     m.add_function(wrap_pyfunction!(probe, m)?)?;
     m.add_function(wrap_pyfunction!(defaults_py, m)?)?;

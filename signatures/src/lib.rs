@@ -13,8 +13,19 @@ pub mod quic_recovery;
 pub mod rtt;
 pub mod seq_number;
 pub mod session;
+pub mod store;
 pub mod tables;
 pub mod tags;
 pub mod tcp;
 
 pub use session::{FileCursor, FileStats, Session, SessionConfig};
+
+/// A panic's message, for the error that replaces it (the bindings and the writer thread report
+/// a bug of ours as an error naming what it was doing, never as a crash).
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
+}

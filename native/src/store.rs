@@ -1,0 +1,93 @@
+//! `PartWriter`: the dataset's Parquet part files, written by the native core on a writer
+//! thread (signatures/src/store/). Python hands it the batches it enriches; a `Session` hands it
+//! the others itself, without crossing into Python.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use arrow::pyarrow::FromPyArrow;
+use arrow::record_batch::RecordBatch;
+use pyo3::exceptions::{PyOSError, PyRuntimeError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use tailscope_signatures::store::{PartWriter, Sink, StagedPart, WriterThread, TABLES_BY_DATE};
+
+type Closed = (Vec<StagedPart>, BTreeMap<String, u64>);
+/// What `close` returns to Python: ([(table, date, path)], {table: rows}).
+type ClosedPy = (Vec<(String, Option<String>, String)>, BTreeMap<String, u64>);
+
+#[pyclass(name = "PartWriter", module = "tailscope._native")]
+pub(crate) struct PyPartWriter {
+    thread: Mutex<Option<WriterThread>>,
+    closed: Mutex<Option<Result<Closed, String>>>,
+}
+
+impl PyPartWriter {
+    pub(crate) fn sink(&self) -> Option<Sink> {
+        self.thread.lock().ok()?.as_ref()?.sink()
+    }
+
+    fn close_thread(&self) -> Result<Closed, String> {
+        let mut closed = self.closed.lock().map_err(|_| "the part writer is poisoned".to_string())?;
+        if closed.is_none() {
+            let thread = self.thread.lock().map_err(|_| "the part writer is poisoned".to_string())?.take();
+            *closed = Some(match thread {
+                Some(mut t) => t.close().map_err(|e| e.0),
+                None => Err("the part writer was never started".into()),
+            });
+        }
+        closed.clone().unwrap()
+    }
+
+    /// The error that stopped the writer (called when a batch could not be handed over).
+    pub(crate) fn failure(&self) -> PyErr {
+        match self.close_thread() {
+            Err(e) => PyOSError::new_err(e),
+            Ok(_) => PyRuntimeError::new_err("the part writer was closed while batches were still coming"),
+        }
+    }
+}
+
+#[pymethods]
+impl PyPartWriter {
+    /// Stage part files under `stage` as `<table>/date=YYYY-MM-DD/part-<run_id>-<tag><n>.parquet`.
+    #[new]
+    #[pyo3(signature = (stage, run_id, tag="", max_rows_per_file=None))]
+    fn new(stage: PathBuf, run_id: &str, tag: &str, max_rows_per_file: Option<usize>) -> PyResult<Self> {
+        let thread = WriterThread::spawn(PartWriter::new(stage, run_id, tag, max_rows_per_file))
+            .map_err(|e| PyOSError::new_err(e.0))?;
+        Ok(PyPartWriter { thread: Mutex::new(Some(thread)), closed: Mutex::new(None) })
+    }
+
+    /// Hand a record batch (any Arrow PyCapsule or pyarrow batch) of `table` to the writer.
+    /// Raises OSError naming the file if the writer has stopped on an error.
+    fn write(&self, py: Python<'_>, table: &str, batch: &Bound<'_, PyAny>) -> PyResult<()> {
+        let batch = RecordBatch::from_pyarrow_bound(batch)?;
+        let Some(sink) = self.sink() else { return Err(self.failure()) };
+        if py.detach(|| sink.send(table, batch)) {
+            Ok(())
+        } else {
+            Err(self.failure())
+        }
+    }
+
+    /// Wait for every batch to be written and close the files. Returns ([(table, date, path)],
+    /// {table: rows}). Raises OSError naming the file when one could not be written.
+    fn close(&self, py: Python<'_>) -> PyResult<ClosedPy> {
+        let (parts, rows) = py.detach(|| self.close_thread()).map_err(PyOSError::new_err)?;
+        let parts = parts.into_iter().map(|p| (p.table, p.date, p.path.display().to_string())).collect();
+        Ok((parts, rows))
+    }
+}
+
+/// The column each date-partitioned table is partitioned by (its UTC day).
+#[pyfunction]
+pub(crate) fn tables_by_date(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    for (table, column) in TABLES_BY_DATE {
+        d.set_item(table, column)?;
+    }
+    Ok(d)
+}
