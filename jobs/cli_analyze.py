@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     # record batches come from Rust, not from this pool). Read once, at the pool's first use, so
     # it is set before pyarrow is imported; an explicit setting wins.
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-    from tailscope.jobs.enrich import EnrichmentError, EnrichmentOptions
+    from tailscope.jobs.enrich_options import EnrichmentError, EnrichmentOptions, has_sources
     from tailscope.jobs.local import analyze
     from tailscope.jobs.run_model import AnalyzeOptions, SelectionError
     from tailscope.jobs.summary import print_summary
@@ -211,18 +211,19 @@ def run(args: argparse.Namespace) -> int:
 
     if args.pseudonymize_clients and (warning := key_warning(args.pseudonymize_clients)):
         print(f"tailscope analyze: warning: {warning}", file=sys.stderr)
-    from tailscope.jobs.spark_engine import SparkUnavailable
-
+    usage_errors = [EnrichmentError, LedgerError, PseudonymKeyError, SelectionError]
     try:
         if args.engine == "spark":
             from tailscope.jobs import spark_engine
 
+            usage_errors.append(spark_engine.SparkUnavailable)
             spark_options = spark_engine.SparkOptions(master=args.spark_master, partitions=args.partitions, conf=conf)
             result = spark_engine.analyze(args.inputs, args.out, options, spark_options, argv=sys.argv[1:])
         else:
-            _skip_pyarrow_pandas_probe()
+            if has_sources(options.enrichment) or options.pseudonymize_key:
+                _skip_pyarrow_pandas_probe()  # only enrichment and pseudonyms load pyarrow
             result = analyze(args.inputs, args.out, options, argv=sys.argv[1:])
-    except (EnrichmentError, LedgerError, SparkUnavailable, PseudonymKeyError, SelectionError) as exc:
+    except tuple(usage_errors) as exc:
         print(f"tailscope analyze: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:

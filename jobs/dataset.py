@@ -142,6 +142,10 @@ class StagedWriter:
         if batch.num_rows:
             self.native.write(table, batch)
 
+    def write_files(self, rows: list[dict]) -> None:
+        """The `files` table from its rows (jobs/run_model.file_rows)."""
+        self.native.write_files(rows)
+
     def close(self) -> list[StagedPart]:
         """Close every part file; returns them for :func:`publish`."""
         if self._parts is None:

@@ -34,28 +34,18 @@ import ipaddress
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-UNKNOWN = "unknown"
-DEFAULT_H3_RES = 7
+from tailscope import _native
+from tailscope.jobs.enrich_options import DEFAULT_H3_RES, EnrichmentError, EnrichmentOptions  # noqa: F401 - this module's API too
 
-#: The columns enrichment adds to flows and queries, in this order.
-ENRICHMENT_FIELDS = [
-    pa.field("carrier", pa.string()),
-    pa.field("asn", pa.int64()),
-    pa.field("network_type", pa.string()),
-    pa.field("h3_cell", pa.string()),
-    pa.field("h3_res", pa.int32()),
-    pa.field("h3_lat", pa.float64()),
-    pa.field("h3_lng", pa.float64()),
-    pa.field("h3_boundary_geojson", pa.string()),
-    pa.field("region", pa.string()),
-    pa.field("site", pa.string()),
-]
+UNKNOWN = _native.ENRICHMENT_UNKNOWN
+
+#: The columns enrichment adds to flows and queries, in this order (signatures/src/enrichment.rs).
+ENRICHMENT_FIELDS = list(_native.enrichment_schema())
 ENRICHMENT_COLUMNS = [f.name for f in ENRICHMENT_FIELDS]
 
 # Canonical network types and the spellings app telemetry uses for them (case-insensitive).
@@ -81,34 +71,6 @@ SESSION_COLUMNS = {
     "network_type": ["network_type", "net_type", "network", "connection_type", "radio"],
     "region": ["region", "city", "market"],
 }
-
-
-class EnrichmentError(ValueError):
-    """A source that cannot be used (missing file, bad row); the message names file and line."""
-
-
-@dataclass
-class EnrichmentOptions:
-    """Where the enrichment comes from (all optional: without sources every value is unknown)."""
-
-    prefixes: list[Path] = field(default_factory=list)  # IP-prefix → carrier/ASN CSV tables
-    asn_db: Path | None = None  # MaxMind-format ASN (or ISP) database, .mmdb
-    sessions: list[Path] = field(default_factory=list)  # app-telemetry session records (Parquet/CSV; globs ok)
-    regions: Path | None = None  # CSV h3_cell,region (cells at any resolution)
-    h3_res: int = DEFAULT_H3_RES
-    site: str | None = None  # site of inputs that do not name one in an agent manifest
-
-    def __post_init__(self) -> None:
-        if isinstance(self.prefixes, (str, Path)):
-            self.prefixes = [self.prefixes]
-        if isinstance(self.sessions, (str, Path)):
-            self.sessions = [self.sessions]
-        self.prefixes = [Path(p) for p in self.prefixes]
-        self.sessions = [Path(p) for p in self.sessions]
-        self.asn_db = Path(self.asn_db) if self.asn_db else None
-        self.regions = Path(self.regions) if self.regions else None
-        if not isinstance(self.h3_res, int) or not 0 <= self.h3_res <= 15:
-            raise EnrichmentError(f"h3 resolution must be an integer 0..15, got {self.h3_res!r}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -629,19 +591,8 @@ def _plain(col) -> pa.Array:
 
 
 def _unknown_columns(n: int, h3_res: int) -> dict[str, pa.Array]:
-    unknown = pa.array([UNKNOWN] * n, pa.string())
-    return {
-        "carrier": unknown,
-        "asn": pa.nulls(n, pa.int64()),
-        "network_type": unknown,
-        "h3_cell": unknown,
-        "h3_res": pa.array([h3_res] * n, pa.int32()),
-        "h3_lat": pa.nulls(n, pa.float64()),
-        "h3_lng": pa.nulls(n, pa.float64()),
-        "h3_boundary_geojson": pa.nulls(n, pa.string()),
-        "region": unknown,
-        "site": unknown,
-    }
+    b = _native.unknown_enrichment(n, h3_res)
+    return {name: b.column(name) for name in b.schema.names}
 
 
 def enrich_flows(flows: Batch, ctx: EnrichmentContext) -> Batch:

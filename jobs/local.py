@@ -14,7 +14,7 @@ from pathlib import Path
 from tailscope import _native
 from tailscope.jobs import ledger, reprocess
 from tailscope.jobs.dataset import StagedWriter, recover
-from tailscope.jobs.enrich import open_enrichment
+from tailscope.jobs.enrich_options import DEFAULT_H3_RES, has_sources, unenriched_summary
 from tailscope.jobs.inputs import InputFile
 from tailscope.jobs.progress import Progress
 from tailscope.jobs.pseudonymize import sidecar_problem
@@ -31,7 +31,7 @@ from tailscope.jobs.run_model import (  # noqa: F401 - AnalyzeOptions, RunResult
     capture_id_of,
     check_selection,
     fail,
-    files_table,
+    file_rows,
     internal_error,
     new_run_id,
     open_pseudonymizer,
@@ -100,6 +100,23 @@ def take_new(planned: list[Planned], reports: list[FileReport], out: Path) -> li
     return dropped
 
 
+def _open_enrichment(options: AnalyzeOptions, force: bool = False):
+    """The run's enrichment context; None when no source can fill a column (the native core
+    then appends the unknown columns itself and no batch but those Python must change comes
+    back: nor is pyarrow loaded)."""
+    if not force and not has_sources(options.enrichment):
+        return None
+    from tailscope.jobs.enrich import open_enrichment
+
+    return open_enrichment(options.enrichment)
+
+
+def _site(options: AnalyzeOptions, sidecar: dict | None) -> str | None:
+    """A capture's site: its agent manifest's, else --site (jobs/enrich.py gives the same)."""
+    site = str((sidecar or {}).get("site") or "").strip()
+    return site or ((options.enrichment.site or "").strip() if options.enrichment else "") or None
+
+
 def _session(capture_id: str, options: AnalyzeOptions) -> "_native.Session":
     session = _native.Session(
         capture_id,
@@ -122,8 +139,10 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
     options = options or AnalyzeOptions()
     # first: a bad enrichment source (EnrichmentError, naming file and line) is a usage error
     check_selection(options)
-    enricher = open_enrichment(options.enrichment)
+    enricher = _open_enrichment(options)
     pseudonymizer = open_pseudonymizer(options)
+    if pseudonymizer is not None and enricher is None:
+        enricher = _open_enrichment(options, force=True)  # pseudonyms are made after enrichment, in Python
     out = Path(out)
     run_id = new_run_id()
     started = dt.datetime.now(dt.timezone.utc)
@@ -131,7 +150,8 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
     resolved, reports = resolve_inputs(inputs)
     if not resolved.files and not out.exists():
         # Nothing to read (a mistyped name): no dataset directory is left behind for it.
-        enricher.close()
+        if enricher is not None:
+            enricher.close()
         manifest = build_manifest(run_id, started, t0, inputs, options, reports, dict.fromkeys(SESSION_COUNTERS, 0), {}, [], argv, [])
         return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)
     out.mkdir(parents=True, exist_ok=True)
@@ -160,9 +180,11 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
         session_last_ts = None
 
         session_reports: list[FileReport] = []
+        unenriched = {"flows": 0, "queries": 0, "flows_without_site": 0}
+        session_site = None
 
         def emit(table, batch):
-            out = enricher.apply(table, batch)
+            out = enricher.apply(table, batch) if enricher is not None else batch
             if out is not None:
                 if pseudonymizer is not None:  # after enrichment, which reads the real address
                     out = pseudonymizer.apply(table, out)
@@ -180,6 +202,12 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
                 for r in session_reports:
                     internal_error(r, str(exc))
             add_session_totals(totals, session)
+            if enricher is None:
+                written = session.written()
+                unenriched["flows"] += written.get("flows", 0)
+                unenriched["queries"] += written.get("queries", 0)
+                if session_site is None:
+                    unenriched["flows_without_site"] += written.get("flows", 0)
             session = None
 
         for p in planned:
@@ -188,7 +216,11 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
                 session_capture_id = capture_id_of(p, options)
                 session = _session(session_capture_id, options)
                 session_reports = []
-                enricher.set_capture_site(session_capture_id, (p.file.sidecar or {}).get("site"))
+                session_site = _site(options, p.file.sidecar)
+                if enricher is None:
+                    session.write_unenriched(options.enrichment.h3_res if options.enrichment else DEFAULT_H3_RES, session_site)
+                else:
+                    enricher.set_capture_site(session_capture_id, (p.file.sidecar or {}).get("site"))
                 session_group, session_last_ts = p.group, None
             p.report.capture_id = session_capture_id
             if options.checksums and p.report.sha256 is None and not p.file.stdin:
@@ -221,8 +253,10 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
         close_session()
         progress.close()
 
-        writer.write("files", files_table(reports, run_id))
-        totals["enrichment"] = enricher.summary()
+        writer.write_files(file_rows(reports, run_id))
+        totals["enrichment"] = (
+            enricher.summary() if enricher is not None else unenriched_summary(options.enrichment, **unenriched)
+        )
         totals["pseudonymization"] = pseudonymization_summary(pseudonymizer)
         manifest = build_manifest(run_id, started, t0, inputs, options, reports, totals, writer.rows, removed, argv, already)
         if replacement:
@@ -233,5 +267,6 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
         writer.abort()
         raise
     finally:
-        enricher.close()
+        if enricher is not None:
+            enricher.close()
     return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)

@@ -15,11 +15,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
-
 from tailscope import __version__
 from tailscope import _native
-from tailscope.jobs.enrich import EnrichmentOptions
+from tailscope.jobs.enrich_options import EnrichmentOptions
 from tailscope.jobs.inputs import InputFile, resolve
 from tailscope.jobs.pseudonymize import Pseudonymizer, fingerprint, load_key
 from tailscope.jobs.storage import filesystem, is_url
@@ -196,8 +194,9 @@ def check_selection(options: AnalyzeOptions) -> None:
             raise SelectionError(str(exc)) from None
 
 
-def files_table(reports: list[FileReport], run_id: str) -> pa.RecordBatch:
-    rows = [
+def file_rows(reports: list[FileReport], run_id: str) -> list[dict]:
+    """The `files` table's rows (its columns: signatures/src/files_table.rs)."""
+    return [
         {
             "run_id": run_id,
             "path": r.path,
@@ -212,33 +211,18 @@ def files_table(reports: list[FileReport], run_id: str) -> pa.RecordBatch:
             "frames": r.frames,
             "decoded": r.decoded,
             "skipped": sum(r.skipped.values()),
-            "skipped_by_reason": [{"reason": k, "count": v} for k, v in sorted(r.skipped.items()) if v],
+            "skipped_by_reason": [(k, v) for k, v in sorted(r.skipped.items()) if v],
             "first_ts": r.first_ts_ns,
             "last_ts": r.last_ts_ns,
         }
         for r in reports
     ]
-    schema = pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("path", pa.string()),
-            ("capture_id", pa.string()),
-            ("status", pa.string()),
-            ("error", pa.string()),
-            ("error_offset", pa.uint64()),
-            ("format", pa.string()),
-            ("compression", pa.string()),
-            ("size", pa.uint64()),
-            ("sha256", pa.string()),
-            ("frames", pa.uint64()),
-            ("decoded", pa.uint64()),
-            ("skipped", pa.uint64()),
-            ("skipped_by_reason", pa.list_(pa.struct([("reason", pa.string()), ("count", pa.uint64())]))),
-            ("first_ts", pa.timestamp("ns", tz="UTC")),
-            ("last_ts", pa.timestamp("ns", tz="UTC")),
-        ]
-    )
-    return pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def files_table(reports: list[FileReport], run_id: str):
+    """The `files` table as a pyarrow record batch."""
+    return _native.files_batch(file_rows(reports, run_id))
+
 
 
 def open_pseudonymizer(options: AnalyzeOptions) -> Pseudonymizer | None:

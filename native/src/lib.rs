@@ -2,6 +2,7 @@
 //! the C data interface (no copy); the decode loop runs with the GIL released.
 
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -17,6 +18,7 @@ use tailscope_parsers::capture::{CaptureError, CaptureErrorKind, CaptureReader};
 use tailscope_parsers::select::FrameSelection;
 use tailscope_parsers::SkipReason;
 use tailscope_signatures::defaults;
+use tailscope_signatures::enrichment;
 use tailscope_signatures::flow::FlowConfig;
 use tailscope_signatures::session::replay::FrameSplitter;
 use tailscope_signatures::session::{Drained, FileCursor, FileStats, PacketsKept, Session, SessionConfig};
@@ -84,6 +86,11 @@ const NS_PER_S: f64 = 1e9;
 #[pyclass(name = "Session", module = "tailscope._native")]
 struct PySession {
     inner: Session,
+    /// Set by `write_unenriched`: flows and queries get the unknown enrichment columns here and
+    /// go to the writer with the packets and events (a run without enrichment sources).
+    unenriched: Option<(i32, Option<String>)>,
+    /// Rows handed to a writer, by table.
+    written: BTreeMap<&'static str, u64>,
 }
 
 #[pyclass(name = "FileCursor", module = "tailscope._native")]
@@ -168,7 +175,7 @@ impl<R: FileProgress> OpenFile<R> {
     }
 }
 
-fn batch_to_py(py: Python<'_>, b: RecordBatch) -> PyResult<Py<PyAny>> {
+pub(crate) fn batch_to_py(py: Python<'_>, b: RecordBatch) -> PyResult<Py<PyAny>> {
     Ok(b.to_pyarrow(py)?.into())
 }
 
@@ -278,7 +285,7 @@ impl PySession {
             batch_rows,
             community_id_seed,
         )?;
-        Ok(PySession { inner: Session::new(config, capture_id) })
+        Ok(PySession { inner: Session::new(config, capture_id), unenriched: None, written: BTreeMap::new() })
     }
 
     /// Which packet rows to write: all, tagged (an analysis tag or an RTT sample) or none.
@@ -351,7 +358,7 @@ impl PySession {
                 Drained::default()
             }
         };
-        hand_over(py, drained, writer.as_deref())
+        self.hand_over(py, drained, writer.as_deref())
     }
 
     /// End every flow and return all remaining output (the packets to `writer`, if given).
@@ -369,7 +376,7 @@ impl PySession {
                 })
             })
             .map_err(InternalError::new_err)?;
-        hand_over(py, drained, writer.as_deref())
+        self.hand_over(py, drained, writer.as_deref())
     }
 
     /// Flush a partial packet batch (e.g. at the end of a file; the packets to `writer`, if
@@ -383,7 +390,7 @@ impl PySession {
             session.drain(true)
         })
         .map_err(InternalError::new_err)?;
-        hand_over(py, drained, writer.as_deref())
+        self.hand_over(py, drained, writer.as_deref())
     }
 
     /// Read an SSLKEYLOGFILE (call before the captures; repeatable). Returns its line counts.
@@ -396,6 +403,19 @@ impl PySession {
         keylog_counts_of(py, &self.inner)
     }
 
+    /// From now on, with a writer, hand it every table: flows and queries with the enrichment
+    /// columns no source filled (`h3_res`, and `site` or "unknown"), the open flows enrichment
+    /// would read (`query_flows`) dropped. Nothing is returned to Python then.
+    #[pyo3(signature = (h3_res, site=None))]
+    fn write_unenriched(&mut self, h3_res: i32, site: Option<String>) {
+        self.unenriched = Some((h3_res, site));
+    }
+
+    /// Rows handed to a writer so far, by table.
+    fn written(&self) -> BTreeMap<&'static str, u64> {
+        self.written.clone()
+    }
+
     fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = stats_dict(py, &self.inner.totals)?;
         d.set_item("flows", self.inner.flows_started())?;
@@ -406,16 +426,40 @@ impl PySession {
     }
 }
 
-/// The packets batch to the writer, when there is one; everything else back to Python.
-fn hand_over(py: Python<'_>, mut drained: Drained, writer: Option<&store::PyPartWriter>) -> PyResult<Py<PyList>> {
-    if let Some(w) = writer {
-        let Some(packets) = drained.packets.take() else { return output_list(py, drained.into_tables()) };
-        let Some(sink) = w.sink() else { return Err(w.failure()) };
-        if !py.detach(|| sink.send("packets", packets)) {
-            return Err(w.failure());
+impl PySession {
+    /// The writer's tables to the writer (packets always; every table once `write_unenriched`
+    /// was called); the others back to Python.
+    fn hand_over(
+        &mut self,
+        py: Python<'_>,
+        mut drained: Drained,
+        writer: Option<&store::PyPartWriter>,
+    ) -> PyResult<Py<PyList>> {
+        let Some(w) = writer else { return output_list(py, drained.into_tables()) };
+        let mut to_writer = vec![("packets", drained.packets.take())];
+        if let Some((h3_res, site)) = &self.unenriched {
+            let enrich = |b: Option<RecordBatch>| {
+                b.map(|b| enrichment::with_unknown(&b, *h3_res, site.as_deref()))
+                    .transpose()
+                    .map_err(|e| InternalError::new_err(e.to_string()))
+            };
+            drained.query_flows = None;
+            to_writer.push(("flows", enrich(drained.flows.take())?));
+            to_writer.push(("events", drained.events.take()));
+            to_writer.push(("queries", enrich(drained.queries.take())?));
         }
+        let to_writer: Vec<_> = to_writer.into_iter().filter_map(|(t, b)| b.map(|b| (t, b))).collect();
+        if !to_writer.is_empty() {
+            let Some(sink) = w.sink() else { return Err(w.failure()) };
+            for (table, batch) in to_writer {
+                *self.written.entry(table).or_default() += batch.num_rows() as u64;
+                if !py.detach(|| sink.send(table, batch)) {
+                    return Err(w.failure());
+                }
+            }
+        }
+        output_list(py, drained.into_tables())
     }
-    output_list(py, drained.into_tables())
 }
 
 pub(crate) fn output_list<const N: usize>(
@@ -509,6 +553,22 @@ fn event_schema(py: Python<'_>) -> PyResult<Py<PyAny>> {
     Ok(tables::event_schema().as_ref().to_pyarrow(py)?.into())
 }
 
+/// The columns enrichment adds to flows and queries (signatures/src/enrichment.rs).
+#[pyfunction]
+fn enrichment_schema(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    Ok(arrow::datatypes::Schema::new(enrichment::fields()).to_pyarrow(py)?.into())
+}
+
+/// The enrichment columns of `rows` rows no source matched, as a record batch.
+#[pyfunction]
+#[pyo3(signature = (rows, h3_res, site=None))]
+fn unknown_enrichment(py: Python<'_>, rows: usize, h3_res: i32, site: Option<&str>) -> PyResult<Py<PyAny>> {
+    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(enrichment::fields()));
+    let batch = RecordBatch::try_new(schema, enrichment::unknown_columns(rows, h3_res, site))
+        .map_err(|e| InternalError::new_err(e.to_string()))?;
+    batch_to_py(py, batch)
+}
+
 /// Names of the per-packet tags, in bit order (bit i is `1 << i`).
 #[pyfunction]
 fn tag_names() -> Vec<&'static str> {
@@ -542,6 +602,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pseudonym::PyPseudonymizer>()?;
     m.add_class::<store::PyPartWriter>()?;
     m.add_function(wrap_pyfunction!(store::tables_by_date, m)?)?;
+    m.add_function(wrap_pyfunction!(store::files_batch_py, m)?)?;
     m.add_function(wrap_pyfunction!(replay::frame_schema_py, m)?)?;
     m.add_function(wrap_pyfunction!(probe, m)?)?;
     m.add_function(wrap_pyfunction!(defaults_py, m)?)?;
@@ -552,9 +613,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(event_schema, m)?)?;
     m.add_function(wrap_pyfunction!(query_schema, m)?)?;
     m.add_function(wrap_pyfunction!(tag_names, m)?)?;
+    m.add_function(wrap_pyfunction!(enrichment_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(unknown_enrichment, m)?)?;
     m.add_function(wrap_pyfunction!(_force_panic, m)?)?;
     m.add("CaptureFileError", m.py().get_type::<CaptureFileError>())?;
     m.add("InternalError", m.py().get_type::<InternalError>())?;
     m.add("SCHEMA_VERSION", tables::SCHEMA_VERSION)?;
+    m.add("ENRICHMENT_UNKNOWN", enrichment::UNKNOWN)?;
     Ok(())
 }

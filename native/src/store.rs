@@ -12,6 +12,7 @@ use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use tailscope_signatures::files_table::{files_batch, FileRow};
 use tailscope_signatures::store::{PartWriter, Sink, StagedPart, WriterThread, TABLES_BY_DATE};
 
 type Closed = (Vec<StagedPart>, BTreeMap<String, u64>);
@@ -73,6 +74,17 @@ impl PyPartWriter {
         }
     }
 
+    /// Write the `files` table from its rows (dicts with the columns of `files_batch`).
+    fn write_files(&self, py: Python<'_>, rows: Vec<PyFileRow>) -> PyResult<()> {
+        let batch = files_from(rows)?;
+        let Some(sink) = self.sink() else { return Err(self.failure()) };
+        if py.detach(|| sink.send("files", batch)) {
+            Ok(())
+        } else {
+            Err(self.failure())
+        }
+    }
+
     /// Wait for every batch to be written and close the files. Returns ([(table, date, path)],
     /// {table: rows}). Raises OSError naming the file when one could not be written.
     fn close(&self, py: Python<'_>) -> PyResult<ClosedPy> {
@@ -90,4 +102,58 @@ pub(crate) fn tables_by_date(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         d.set_item(table, column)?;
     }
     Ok(d)
+}
+
+/// A `files` row as the engines give it: a dict with the table's columns (`first_ts`, `last_ts`
+/// in ns since the epoch; `skipped_by_reason` as (reason, count) pairs).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub(crate) struct PyFileRow {
+    run_id: String,
+    path: String,
+    capture_id: Option<String>,
+    status: String,
+    error: Option<String>,
+    error_offset: Option<u64>,
+    format: Option<String>,
+    compression: Option<String>,
+    size: Option<u64>,
+    sha256: Option<String>,
+    frames: Option<u64>,
+    decoded: Option<u64>,
+    skipped: Option<u64>,
+    skipped_by_reason: Vec<(String, u64)>,
+    first_ts: Option<i64>,
+    last_ts: Option<i64>,
+}
+
+fn files_from(rows: Vec<PyFileRow>) -> PyResult<RecordBatch> {
+    let rows: Vec<FileRow> = rows
+        .into_iter()
+        .map(|r| FileRow {
+            run_id: r.run_id,
+            path: r.path,
+            capture_id: r.capture_id,
+            status: r.status,
+            error: r.error,
+            error_offset: r.error_offset,
+            format: r.format,
+            compression: r.compression,
+            size: r.size,
+            sha256: r.sha256,
+            frames: r.frames,
+            decoded: r.decoded,
+            skipped: r.skipped,
+            skipped_by_reason: r.skipped_by_reason,
+            first_ts_ns: r.first_ts,
+            last_ts_ns: r.last_ts,
+        })
+        .collect();
+    files_batch(&rows).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// The `files` table of these rows, as a record batch (the Spark driver, schema checks).
+#[pyfunction(name = "files_batch")]
+pub(crate) fn files_batch_py(py: Python<'_>, rows: Vec<PyFileRow>) -> PyResult<Py<PyAny>> {
+    crate::batch_to_py(py, files_from(rows)?)
 }

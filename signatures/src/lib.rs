@@ -3,6 +3,8 @@
 
 pub mod community_id;
 pub mod defaults;
+pub mod enrichment;
+pub mod files_table;
 pub mod flow;
 pub mod pathology;
 pub mod pseudonym;
