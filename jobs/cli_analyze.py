@@ -81,6 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="rows of the packets table: all (default), tagged (packets with an analysis tag or an RTT "
                         "sample: what signatures and RTT questions read; fleet scale) or none; flows, queries and "
                         "events are complete either way (benchmarks/README.md: bytes per million packets)")
+    p.add_argument("--jobs", "-j", type=int, metavar="N",
+                   help="captures analysed at once by the local engine (default: one per core); the dataset is "
+                        "the same for any N. One capture (a file, or a rotation set) runs on one core")
     p.add_argument("--pseudonymize-clients", type=Path, metavar="KEYFILE",
                    help="store client addresses as Crypto-PAn pseudonyms keyed by KEYFILE (32 bytes, raw or hex: "
                         "openssl rand -hex 32); enrichment still reads the real address; docs/privacy.md")
@@ -192,10 +195,14 @@ def run(args: argparse.Namespace) -> int:
         until_ns=until_ns,
         bpf_filter=args.bpf_filter,
         packets=args.packets,
+        jobs=args.jobs,
         progress=not args.quiet and not args.json,
         incremental=args.incremental,
         reprocess=args.reprocess,
     )
+    if args.jobs is not None and args.jobs <= 0:
+        print(f"tailscope analyze: error: --jobs must be positive, got {args.jobs}", file=sys.stderr)
+        return EXIT_USAGE
     if args.partitions is not None and args.partitions <= 0:
         print(f"tailscope analyze: error: --partitions must be positive, got {args.partitions}", file=sys.stderr)
         return EXIT_USAGE

@@ -8,7 +8,11 @@ engines share (jobs/run_model.py).
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tailscope import _native
@@ -174,83 +178,94 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
     try:
         if replacement:
             retired, carried, rest = reprocess.stage_rest(out, replacement, run_id, writer.stage + "/rewrite")
-        session = None
-        session_group = None
-        session_capture_id = None
-        session_last_ts = None
-
-        session_reports: list[FileReport] = []
         unenriched = {"flows": 0, "queries": 0, "flows_without_site": 0}
-        session_site = None
+        lock = threading.Lock()  # the shared state below, and one drain's batches at a time
 
-        def emit(table, batch):
-            out = enricher.apply(table, batch) if enricher is not None else batch
-            if out is not None:
-                if pseudonymizer is not None:  # after enrichment, which reads the real address
-                    out = pseudonymizer.apply(table, out)
-                writer.write(table, out)
+        def emit_all(drained) -> None:
+            # A drain's flows, then its queries: enrichment reads the one for the other, so a
+            # drain is emitted whole while other captures wait.
+            with lock:
+                for table, batch in drained:
+                    out = enricher.apply(table, batch) if enricher is not None else batch
+                    if out is not None:
+                        if pseudonymizer is not None:  # after enrichment, which reads the real address
+                            out = pseudonymizer.apply(table, out)
+                        writer.write(table, out)
 
-        def close_session():
-            nonlocal session
-            if session is None:
-                return
-            try:
-                for table, batch in session.finish(writer.native):
-                    emit(table, batch)
-            except _native.InternalError as exc:
-                # The flows still open are lost with the session: every file that fed it says so.
-                for r in session_reports:
-                    internal_error(r, str(exc))
-            add_session_totals(totals, session)
-            if enricher is None:
-                written = session.written()
-                unenriched["flows"] += written.get("flows", 0)
-                unenriched["queries"] += written.get("queries", 0)
-                if session_site is None:
-                    unenriched["flows_without_site"] += written.get("flows", 0)
-            session = None
+        def run_group(group: list[Planned]) -> None:
+            """One capture group's files in time order (a new capture where a file overlaps
+            what the capture holds). Groups run in parallel with --jobs."""
+            session, session_reports, session_site, session_last_ts, capture_id = None, [], None, None, None
 
-        for p in planned:
-            if session is None or starts_new_capture(session_group, session_last_ts, p):
+            def close_session():
+                try:
+                    emit_all(session.finish(writer.native))
+                except _native.InternalError as exc:
+                    # The flows still open are lost with the session: every file that fed it says so.
+                    for r in session_reports:
+                        internal_error(r, str(exc))
+                with lock:
+                    add_session_totals(totals, session)
+                    if enricher is None:
+                        written = session.written()
+                        unenriched["flows"] += written.get("flows", 0)
+                        unenriched["queries"] += written.get("queries", 0)
+                        if session_site is None:
+                            unenriched["flows_without_site"] += written.get("flows", 0)
+
+            for p in group:
+                if session is None or starts_new_capture(group[0].group, session_last_ts, p):
+                    if session is not None:
+                        close_session()
+                    capture_id = capture_id_of(p, options)
+                    session = _session(capture_id, options)
+                    session_reports, session_last_ts = [], None
+                    session_site = _site(options, p.file.sidecar)
+                    if enricher is None:
+                        session.write_unenriched(options.enrichment.h3_res if options.enrichment else DEFAULT_H3_RES, session_site)
+                    else:
+                        with lock:
+                            enricher.set_capture_site(capture_id, (p.file.sidecar or {}).get("site"))
+                p.report.capture_id = capture_id
+                if options.checksums and p.report.sha256 is None and not p.file.stdin:
+                    p.report.sha256 = sha256_of(p.file.path)
+                try:
+                    cursor = session.open_stdin(p.file.label) if p.file.stdin else session.open(str(p.file.path), p.file.label)
+                except _native.CaptureFileError as exc:
+                    fail(p.report, str(exc))
+                    continue
+                except _native.InternalError as exc:
+                    fail(p.report, str(exc), kind="internal")
+                    continue
+                session_reports.append(p.report)
+                while not cursor.done:
+                    emit_all(session.step(cursor, writer=writer.native))
+                    with lock:
+                        progress.update(p.file.label, cursor.input_offset, cursor.stats()["frames"])
+                flush_error = None
+                try:
+                    emit_all(session.flush(writer.native))
+                except _native.InternalError as exc:
+                    flush_error = str(exc)
+                record_stats(p.report, cursor.stats())
+                if flush_error:
+                    internal_error(p.report, flush_error)
+                with lock:
+                    progress.file_done(p.file.size, p.report.frames, p.file.label)
+                if p.report.last_ts_ns is not None:
+                    session_last_ts = max(session_last_ts or p.report.last_ts_ns, p.report.last_ts_ns)
+            if session is not None:
                 close_session()
-                session_capture_id = capture_id_of(p, options)
-                session = _session(session_capture_id, options)
-                session_reports = []
-                session_site = _site(options, p.file.sidecar)
-                if enricher is None:
-                    session.write_unenriched(options.enrichment.h3_res if options.enrichment else DEFAULT_H3_RES, session_site)
-                else:
-                    enricher.set_capture_site(session_capture_id, (p.file.sidecar or {}).get("site"))
-                session_group, session_last_ts = p.group, None
-            p.report.capture_id = session_capture_id
-            if options.checksums and p.report.sha256 is None and not p.file.stdin:
-                p.report.sha256 = sha256_of(p.file.path)
-            try:
-                cursor = session.open_stdin(p.file.label) if p.file.stdin else session.open(str(p.file.path), p.file.label)
-            except _native.CaptureFileError as exc:
-                fail(p.report, str(exc))
-                continue
-            except _native.InternalError as exc:
-                fail(p.report, str(exc), kind="internal")
-                continue
-            session_reports.append(p.report)
-            while not cursor.done:
-                for table, batch in session.step(cursor, writer=writer.native):
-                    emit(table, batch)
-                progress.update(p.file.label, cursor.input_offset, cursor.stats()["frames"])
-            flush_error = None
-            try:
-                for table, batch in session.flush(writer.native):
-                    emit(table, batch)
-            except _native.InternalError as exc:
-                flush_error = str(exc)
-            record_stats(p.report, cursor.stats())
-            if flush_error:
-                internal_error(p.report, flush_error)
-            progress.file_done(p.file.size, p.report.frames)
-            if p.report.last_ts_ns is not None:
-                session_last_ts = max(session_last_ts or p.report.last_ts_ns, p.report.last_ts_ns)
-        close_session()
+
+        groups = [list(g) for _, g in itertools.groupby(planned, key=lambda p: p.group)]
+        jobs = max(1, min(options.jobs or os.cpu_count() or 1, len(groups)))
+        if jobs == 1:
+            for g in groups:
+                run_group(g)
+        else:
+            with ThreadPoolExecutor(jobs, thread_name_prefix="tailscope-capture") as pool:
+                for f in [pool.submit(run_group, g) for g in groups]:
+                    f.result()
         progress.close()
 
         writer.write_files(file_rows(reports, run_id))

@@ -26,10 +26,14 @@ class Progress:
         self.frames = 0
         self.start = time.monotonic()
         self._last = 0.0
+        self._reading: dict[str, tuple[int, int]] = {}  # files being read (--jobs): bytes, frames
 
     def update(self, file_label: str, file_bytes_done: int, frames: int, force: bool = False) -> None:
         if not self.enabled:
             return
+        self._reading[file_label] = (file_bytes_done, frames)
+        file_bytes_done = sum(b for b, _ in self._reading.values())
+        frames = sum(f for _, f in self._reading.values())
         now = time.monotonic()
         interval = 0.2 if self.tty else 10.0
         if not force and now - self._last < interval:
@@ -52,7 +56,8 @@ class Progress:
             self.stream.write(line + "\n")
         self.stream.flush()
 
-    def file_done(self, size: int, frames: int) -> None:
+    def file_done(self, size: int, frames: int, file_label: str | None = None) -> None:
+        self._reading.pop(file_label, None)
         self.done_bytes += size
         self.files_done += 1
         self.frames += frames

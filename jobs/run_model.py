@@ -45,6 +45,9 @@ class AnalyzeOptions:
     # analyse inputs the dataset holds again and replace their captures' rows (jobs/reprocess.py)
     reprocess: bool = False
     progress: bool = True
+    # captures analysed at once (each capture group on its own thread; the native core releases
+    # the GIL): None means one per core. The dataset is the same for any number.
+    jobs: int | None = None
     enrichment: EnrichmentOptions | None = field(default_factory=EnrichmentOptions)
     # SSLKEYLOGFILE paths: QUIC connections they hold secrets for are decrypted (explicit only:
     # the SSLKEYLOGFILE environment variable is never read).
