@@ -144,8 +144,8 @@ def run(args: argparse.Namespace) -> int:
     # record batches come from Rust, not from this pool). Read once, at the pool's first use, so
     # it is set before pyarrow is imported; an explicit setting wins.
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-    from tailscope.jobs.enrich_options import EnrichmentError, EnrichmentOptions, has_sources
-    from tailscope.jobs.local import analyze
+    from tailscope.jobs.enrich_options import EnrichmentError, EnrichmentOptions
+    from tailscope.jobs.local import analyze, batches_pass_through_python
     from tailscope.jobs.run_model import AnalyzeOptions, SelectionError
     from tailscope.jobs.summary import print_summary
 
@@ -227,8 +227,8 @@ def run(args: argparse.Namespace) -> int:
             spark_options = spark_engine.SparkOptions(master=args.spark_master, partitions=args.partitions, conf=conf)
             result = spark_engine.analyze(args.inputs, args.out, options, spark_options, argv=sys.argv[1:])
         else:
-            if has_sources(options.enrichment) or options.pseudonymize_key:
-                _skip_pyarrow_pandas_probe()  # only enrichment and pseudonyms load pyarrow
+            if batches_pass_through_python(options):
+                _skip_pyarrow_pandas_probe()
             result = analyze(args.inputs, args.out, options, argv=sys.argv[1:])
     except tuple(usage_errors) as exc:
         print(f"tailscope analyze: error: {exc}", file=sys.stderr)

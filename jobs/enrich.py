@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tailscope import _native
-from tailscope.jobs.enrich_options import DEFAULT_H3_RES, EnrichmentError, EnrichmentOptions  # noqa: F401 - this module's API too
+from tailscope.jobs.enrich_options import DEFAULT_H3_RES, EnrichmentError, EnrichmentOptions, default_site  # noqa: F401 - this module's API too
 
 UNKNOWN = _native.ENRICHMENT_UNKNOWN
 
@@ -381,7 +381,7 @@ class EnrichmentContext:
     def __init__(self, options: EnrichmentOptions):
         self.options = options
         self.h3_res = options.h3_res
-        self.default_site = (options.site or "").strip() or None
+        self.default_site = default_site(options)
         self._sites: dict[str, str] = {}
         self._con = None
         self._has_prefixes = False

@@ -40,6 +40,16 @@ class EnrichmentOptions:
             raise EnrichmentError(f"h3 resolution must be an integer 0..15, got {self.h3_res!r}")
 
 
+def default_site(options: EnrichmentOptions | None) -> str | None:
+    """--site: the site of captures whose agent manifest names none."""
+    return ((options.site if options else None) or "").strip() or None
+
+
+def capture_site(options: EnrichmentOptions | None, manifest_site: str | None) -> str | None:
+    """A capture's site: its agent manifest's, else --site."""
+    return str(manifest_site or "").strip() or default_site(options)
+
+
 def has_sources(options: EnrichmentOptions | None) -> bool:
     """Whether any source can fill a column (otherwise every value but the site is unknown)."""
     o = options or EnrichmentOptions()
@@ -51,7 +61,7 @@ def unenriched_summary(options: EnrichmentOptions | None, flows: int, queries: i
     jobs/enrich.EnrichmentContext.summary): every flow unknown but for its capture's site."""
     o = options or EnrichmentOptions()
     return {
-        "sources": {"h3_res": o.h3_res, "site": (o.site or "").strip() or None},
+        "sources": {"h3_res": o.h3_res, "site": default_site(o)},
         "flows": flows,
         "flows_carrier_from_prefixes": 0,
         "flows_carrier_from_asn_db": 0,

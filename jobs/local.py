@@ -18,7 +18,7 @@ from pathlib import Path
 from tailscope import _native
 from tailscope.jobs import ledger, reprocess
 from tailscope.jobs.dataset import StagedWriter, recover
-from tailscope.jobs.enrich_options import DEFAULT_H3_RES, has_sources, unenriched_summary
+from tailscope.jobs.enrich_options import EnrichmentOptions, capture_site, has_sources, unenriched_summary
 from tailscope.jobs.inputs import InputFile
 from tailscope.jobs.progress import Progress
 from tailscope.jobs.pseudonymize import sidecar_problem
@@ -104,21 +104,12 @@ def take_new(planned: list[Planned], reports: list[FileReport], out: Path) -> li
     return dropped
 
 
-def _open_enrichment(options: AnalyzeOptions, force: bool = False):
-    """The run's enrichment context; None when no source can fill a column (the native core
-    then appends the unknown columns itself and no batch but those Python must change comes
-    back: nor is pyarrow loaded)."""
-    if not force and not has_sources(options.enrichment):
-        return None
-    from tailscope.jobs.enrich import open_enrichment
-
-    return open_enrichment(options.enrichment)
-
-
-def _site(options: AnalyzeOptions, sidecar: dict | None) -> str | None:
-    """A capture's site: its agent manifest's, else --site (jobs/enrich.py gives the same)."""
-    site = str((sidecar or {}).get("site") or "").strip()
-    return site or ((options.enrichment.site or "").strip() if options.enrichment else "") or None
+def batches_pass_through_python(options: AnalyzeOptions) -> bool:
+    """Do the flows and queries batches come back to Python (jobs/enrich.py, then the
+    pseudonyms made after it)? Not without enrichment sources or pseudonyms: the native core
+    then appends the unknown enrichment columns itself and writes every table, and pyarrow is
+    never loaded."""
+    return has_sources(options.enrichment) or options.pseudonymize_key is not None
 
 
 def _session(capture_id: str, options: AnalyzeOptions) -> "_native.Session":
@@ -143,10 +134,12 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
     options = options or AnalyzeOptions()
     # first: a bad enrichment source (EnrichmentError, naming file and line) is a usage error
     check_selection(options)
-    enricher = _open_enrichment(options)
+    enricher = None
+    if batches_pass_through_python(options):
+        from tailscope.jobs.enrich import open_enrichment
+
+        enricher = open_enrichment(options.enrichment)
     pseudonymizer = open_pseudonymizer(options)
-    if pseudonymizer is not None and enricher is None:
-        enricher = _open_enrichment(options, force=True)  # pseudonyms are made after enrichment, in Python
     out = Path(out)
     run_id = new_run_id()
     started = dt.datetime.now(dt.timezone.utc)
@@ -220,12 +213,12 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
                     capture_id = capture_id_of(p, options)
                     session = _session(capture_id, options)
                     session_reports, session_last_ts = [], None
-                    session_site = _site(options, p.file.sidecar)
+                    session_site = capture_site(options.enrichment, (p.file.sidecar or {}).get("site"))
                     if enricher is None:
-                        session.write_unenriched(options.enrichment.h3_res if options.enrichment else DEFAULT_H3_RES, session_site)
+                        session.write_unenriched((options.enrichment or EnrichmentOptions()).h3_res, session_site)
                     else:
                         with lock:
-                            enricher.set_capture_site(capture_id, (p.file.sidecar or {}).get("site"))
+                            enricher.set_capture_site(capture_id, session_site)
                 p.report.capture_id = capture_id
                 if options.checksums and p.report.sha256 is None and not p.file.stdin:
                     p.report.sha256 = sha256_of(p.file.path)

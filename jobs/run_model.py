@@ -227,7 +227,6 @@ def files_table(reports: list[FileReport], run_id: str):
     return _native.files_batch(file_rows(reports, run_id))
 
 
-
 def open_pseudonymizer(options: AnalyzeOptions) -> Pseudonymizer | None:
     """The run's pseudonymizer, or None; a bad key file raises PseudonymKeyError (a usage error)."""
     if not options.pseudonymize_key:

@@ -68,14 +68,8 @@ class Local:
     def mkdirs(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
 
-    def open_write(self, path: str):
-        return open(path, "wb")
-
     def move(self, src: str, dst: str) -> None:
         os.replace(src, dst)
-
-    def upload(self, local: str, dst: str) -> None:
-        os.replace(local, dst)
 
     def rmtree(self, path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
@@ -133,9 +127,6 @@ class Remote:
 
     def mkdirs(self, path: str) -> None:
         pass  # object stores have no directories; HDFS makes them on write
-
-    def open_write(self, path: str):
-        return self.fs.open(self._p(path), "wb")
 
     def move(self, src: str, dst: str) -> None:
         self.fs.mv(self._p(src), self._p(dst))

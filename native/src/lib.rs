@@ -448,15 +448,9 @@ impl PySession {
             to_writer.push(("events", drained.events.take()));
             to_writer.push(("queries", enrich(drained.queries.take())?));
         }
-        let to_writer: Vec<_> = to_writer.into_iter().filter_map(|(t, b)| b.map(|b| (t, b))).collect();
-        if !to_writer.is_empty() {
-            let Some(sink) = w.sink() else { return Err(w.failure()) };
-            for (table, batch) in to_writer {
-                *self.written.entry(table).or_default() += batch.num_rows() as u64;
-                if !py.detach(|| sink.send(table, batch)) {
-                    return Err(w.failure());
-                }
-            }
+        for (table, batch) in to_writer.into_iter().filter_map(|(t, b)| b.map(|b| (t, b))) {
+            *self.written.entry(table).or_default() += batch.num_rows() as u64;
+            w.send(py, table, batch)?;
         }
         output_list(py, drained.into_tables())
     }
@@ -563,10 +557,7 @@ fn enrichment_schema(py: Python<'_>) -> PyResult<Py<PyAny>> {
 #[pyfunction]
 #[pyo3(signature = (rows, h3_res, site=None))]
 fn unknown_enrichment(py: Python<'_>, rows: usize, h3_res: i32, site: Option<&str>) -> PyResult<Py<PyAny>> {
-    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(enrichment::fields()));
-    let batch = RecordBatch::try_new(schema, enrichment::unknown_columns(rows, h3_res, site))
-        .map_err(|e| InternalError::new_err(e.to_string()))?;
-    batch_to_py(py, batch)
+    batch_to_py(py, enrichment::unknown_batch(rows, h3_res, site))
 }
 
 /// Names of the per-packet tags, in bit order (bit i is `1 << i`).

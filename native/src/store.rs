@@ -13,9 +13,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use tailscope_signatures::files_table::{files_batch, FileRow};
-use tailscope_signatures::store::{PartWriter, Sink, StagedPart, WriterThread, TABLES_BY_DATE};
+use tailscope_signatures::store::{Closed, PartWriter, Sink, WriterThread, TABLES_BY_DATE};
 
-type Closed = (Vec<StagedPart>, BTreeMap<String, u64>);
 /// What `close` returns to Python: ([(table, date, path)], {table: rows}).
 type ClosedPy = (Vec<(String, Option<String>, String)>, BTreeMap<String, u64>);
 
@@ -26,7 +25,7 @@ pub(crate) struct PyPartWriter {
 }
 
 impl PyPartWriter {
-    pub(crate) fn sink(&self) -> Option<Sink> {
+    fn sink(&self) -> Option<Sink> {
         self.thread.lock().ok()?.as_ref()?.sink()
     }
 
@@ -42,8 +41,19 @@ impl PyPartWriter {
         closed.clone().unwrap()
     }
 
+    /// Hand `batch` of `table` to the writer thread (GIL released while the queue is full).
+    /// Raises OSError naming the file if the writer has stopped on an error.
+    pub(crate) fn send(&self, py: Python<'_>, table: &str, batch: RecordBatch) -> PyResult<()> {
+        let Some(sink) = self.sink() else { return Err(self.failure()) };
+        if py.detach(|| sink.send(table, batch)) {
+            Ok(())
+        } else {
+            Err(self.failure())
+        }
+    }
+
     /// The error that stopped the writer (called when a batch could not be handed over).
-    pub(crate) fn failure(&self) -> PyErr {
+    fn failure(&self) -> PyErr {
         match self.close_thread() {
             Err(e) => PyOSError::new_err(e),
             Ok(_) => PyRuntimeError::new_err("the part writer was closed while batches were still coming"),
@@ -65,24 +75,12 @@ impl PyPartWriter {
     /// Hand a record batch (any Arrow PyCapsule or pyarrow batch) of `table` to the writer.
     /// Raises OSError naming the file if the writer has stopped on an error.
     fn write(&self, py: Python<'_>, table: &str, batch: &Bound<'_, PyAny>) -> PyResult<()> {
-        let batch = RecordBatch::from_pyarrow_bound(batch)?;
-        let Some(sink) = self.sink() else { return Err(self.failure()) };
-        if py.detach(|| sink.send(table, batch)) {
-            Ok(())
-        } else {
-            Err(self.failure())
-        }
+        self.send(py, table, RecordBatch::from_pyarrow_bound(batch)?)
     }
 
     /// Write the `files` table from its rows (dicts with the columns of `files_batch`).
     fn write_files(&self, py: Python<'_>, rows: Vec<PyFileRow>) -> PyResult<()> {
-        let batch = files_from(rows)?;
-        let Some(sink) = self.sink() else { return Err(self.failure()) };
-        if py.detach(|| sink.send("files", batch)) {
-            Ok(())
-        } else {
-            Err(self.failure())
-        }
+        self.send(py, "files", files_from(rows)?)
     }
 
     /// Wait for every batch to be written and close the files. Returns ([(table, date, path)],

@@ -43,6 +43,12 @@ pub fn unknown_columns(rows: usize, h3_res: i32, site: Option<&str>) -> Vec<Arra
         .collect()
 }
 
+/// The enrichment columns alone, as a batch of `rows` unknown rows.
+pub fn unknown_batch(rows: usize, h3_res: i32, site: Option<&str>) -> RecordBatch {
+    RecordBatch::try_new(Arc::new(Schema::new(fields())), unknown_columns(rows, h3_res, site))
+        .expect("unknown_columns follows fields()")
+}
+
 /// `batch` (flows or queries, as the core made it) with the unknown enrichment columns appended.
 pub fn with_unknown(batch: &RecordBatch, h3_res: i32, site: Option<&str>) -> Result<RecordBatch, ArrowError> {
     let schema = batch.schema();

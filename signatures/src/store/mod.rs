@@ -10,7 +10,7 @@ mod properties;
 mod thread;
 
 pub use parts::{PartWriter, StagedPart, StoreError};
-pub use thread::{Sink, WriterThread};
+pub use thread::{Closed, Sink, WriterThread};
 
 /// The column whose UTC day partitions each table; tables not listed have one unpartitioned
 /// directory. (`jobs/dataset.py` reads this list through the native module.)

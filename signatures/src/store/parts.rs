@@ -96,8 +96,14 @@ impl PartWriter {
             .ok_or_else(|| {
                 StoreError(format!("table {table}: no nanosecond timestamp column {column:?} to partition by"))
             })?;
-        // Most batches hold a single day: their first and last instants show it without a
+        // Most batches hold a single day: their earliest and latest instants show it without a
         // day computed for every row. Otherwise the days in the order they first appear.
+        if ts.null_count() == 0 {
+            let (lo, hi) = ts.values().iter().fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+            if day_of(lo) == day_of(hi) {
+                return self.write_part(table, Some(date_name(day_of(lo))), batch);
+            }
+        }
         let days: Vec<i64> = ts.iter().map(|t| t.map_or(i64::MIN, day_of)).collect();
         let mut order: Vec<i64> = Vec::new();
         for &d in &days {

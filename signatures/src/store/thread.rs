@@ -12,7 +12,9 @@ use super::{PartWriter, StagedPart, StoreError};
 /// batch is analysed, few enough to bound memory (a packets batch is ~10 MiB of Arrow).
 const QUEUE: usize = 4;
 
-type Outcome = Result<(Vec<StagedPart>, BTreeMap<String, u64>), StoreError>;
+/// A closed writer's part files, and the rows it wrote by table.
+pub type Closed = (Vec<StagedPart>, BTreeMap<String, u64>);
+type Outcome = Result<Closed, StoreError>;
 
 /// Where batches go: cheap to clone, one per producer.
 #[derive(Clone)]
