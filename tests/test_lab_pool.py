@@ -24,10 +24,10 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from tests.lab import lab_available, run_scenarios  # noqa: E402
+from tests.lab import run_scenarios  # noqa: E402
 from tests.lab.draws import parse_seeds, pool  # noqa: E402
 from tests.lab.pool import CI_SEEDS, POOL_TARGETS, format_pool, score  # noqa: E402
-from tests.lab.report import failed_runs, rerun_once, show_table, untrustworthy, why  # noqa: E402
+from tests.lab.report import failed_runs, require_lab, rerun_once, show_table, untrustworthy, why  # noqa: E402
 from tests.lab.evaluate import TARGET  # noqa: E402
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-pool")]
@@ -55,9 +55,7 @@ TARGETS = [pytest.param(s, marks=pytest.mark.xfail(strict=False, reason=KNOWN_GA
 
 @pytest.fixture(scope="module")
 def pooled(tmp_path_factory):
-    ok, reason = lab_available()
-    if not ok:
-        pytest.skip(f"lab unavailable: {reason}")
+    require_lab()
     out = tmp_path_factory.mktemp("lab-pool")
     draws = pool(parse_seeds(CI_SEEDS))
     results = run_scenarios(draws, out, max_parallel=3, return_exceptions=True)

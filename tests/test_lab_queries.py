@@ -29,8 +29,8 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from tests.lab import lab_available, run_scenarios  # noqa: E402
-from tests.lab.report import failed_runs, show_table  # noqa: E402
+from tests.lab import run_scenarios  # noqa: E402
+from tests.lab.report import failed_runs, require_lab, show_table  # noqa: E402
 from tests.lab.queries_check import (  # noqa: E402
     CLEAN,
     EXPECTED,
@@ -49,9 +49,7 @@ ATTRIBUTION_XFAIL: dict[str, str] = {}
 
 @pytest.fixture(scope="module")
 def qeval(tmp_path_factory):
-    ok, why = lab_available()
-    if not ok:
-        pytest.skip(f"lab unavailable: {why}")
+    require_lab()
     out = tmp_path_factory.mktemp("lab-queries")
     results = run_scenarios(QUERY_SCENARIOS, out, max_parallel=3, return_exceptions=True)
     ev = evaluate(results, out)

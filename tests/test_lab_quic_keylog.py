@@ -24,8 +24,8 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from tests.lab import lab_available, run_scenarios  # noqa: E402
-from tests.lab.report import failed_runs, show_table, why  # noqa: E402
+from tests.lab import run_scenarios  # noqa: E402
+from tests.lab.report import failed_runs, require_lab, show_table, why  # noqa: E402
 from tests.lab.evaluate import TARGET  # noqa: E402
 from tests.lab.quic_apps import aioquic_available  # noqa: E402
 
@@ -55,9 +55,7 @@ TARGETS = [
 
 @pytest.fixture(scope="module")
 def evaluation(tmp_path_factory):
-    ok, why = lab_available()
-    if not ok:
-        pytest.skip(f"lab unavailable: {why}")
+    require_lab()
     ok, why = aioquic_available()
     if not ok:
         pytest.skip(why)

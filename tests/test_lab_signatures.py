@@ -26,8 +26,8 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from tests.lab import lab_available, run_scenarios  # noqa: E402
-from tests.lab.report import failed_runs, rerun_once, show_table, untrustworthy, why  # noqa: E402
+from tests.lab import run_scenarios  # noqa: E402
+from tests.lab.report import failed_runs, require_lab, rerun_once, show_table, untrustworthy, why  # noqa: E402
 from tests.lab.evaluate import EVAL_SCENARIOS, TARGET, evaluate, format_table  # noqa: E402
 
 # one worker for the whole module: the scenarios run once and are timing-sensitive
@@ -45,9 +45,7 @@ TARGETED = [
 
 @pytest.fixture(scope="module")
 def evaluation(tmp_path_factory):
-    ok, why = lab_available()
-    if not ok:
-        pytest.skip(f"lab unavailable: {why}")
+    require_lab()
     out = tmp_path_factory.mktemp("lab-signatures")
     results = run_scenarios(EVAL_SCENARIOS, out, max_parallel=3, return_exceptions=True)
     ev = evaluate(results, out)

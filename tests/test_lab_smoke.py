@@ -25,7 +25,8 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from tests.lab import SCENARIOS, ScenarioResult, get, lab_available, run_scenarios  # noqa: E402
+from tests.lab import SCENARIOS, ScenarioResult, get, run_scenarios  # noqa: E402
+from tests.lab.report import require_lab  # noqa: E402
 from tests.lab.models import GilbertElliott, RateQueue, TokenBucket  # noqa: E402
 from tests.lab.pcapread import read_pcap, tcp_connections  # noqa: E402
 from tests.lab.tracker import HEADER, Stream  # noqa: E402
@@ -44,9 +45,7 @@ def _scenarios():
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    ok, why = lab_available()
-    if not ok:
-        pytest.skip(f"lab unavailable: {why}")
+    require_lab()
     out = tmp_path_factory.mktemp("lab")
     results = run_scenarios(_scenarios(), out, max_parallel=3, return_exceptions=True)
     return results

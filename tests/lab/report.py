@@ -1,8 +1,20 @@
-"""What the lab's test modules share when they report: the runs that went wrong, the evidence
-behind a missed target, and the table printed into the test log."""
+"""What the lab's test modules share: the skip where the lab cannot run, the runs that went
+wrong, the evidence behind a missed target, and the table printed into the test log."""
 from __future__ import annotations
 
 from pathlib import Path
+
+
+def require_lab() -> None:
+    """Skip the calling test or fixture where the lab cannot run (not root, no /dev/net/tun, a
+    tool missing): the reason is lab_available()'s."""
+    import pytest
+
+    from tests.lab import lab_available
+
+    ok, why = lab_available()
+    if not ok:
+        pytest.skip(f"lab unavailable: {why}")
 
 
 def failed_runs(results: dict) -> dict:
