@@ -1,13 +1,15 @@
 """Compare two tailscope datasets (e.g. the same trace analyzed by two builds) table by table.
 
-    .venv/bin/python benchmarks/compare_datasets.py OLD_DIR NEW_DIR [--duckdb]
+    .venv/bin/python benchmarks/compare_datasets.py OLD_DIR NEW_DIR [--duckdb] [--sorted]
 
 Needs pyarrow (and duckdb for --duckdb): run it with the tailscope venv's interpreter. For each
 table and partition it checks that both sides have the same part files (run ids aside), the same
 schema (with its metadata) and the same values in the same order; `files` is compared without its
 run_id column. It prints the bytes on disk of each side. With --duckdb, it also reads every
-partition through DuckDB and compares the results and their column types. Exits 1 on any
-difference.
+partition through DuckDB and compares the results and their column types. With --sorted, the
+rows of each partition are compared once sorted (ORDER BY ALL) whatever part files hold them:
+for datasets whose parallel captures (`analyze --jobs N`) interleaved their batches. Exits 1 on
+any difference.
 """
 from __future__ import annotations
 
@@ -40,18 +42,20 @@ def load(paths: list[Path]) -> pa.Table:
     return t.drop(["run_id"]) if "run_id" in t.column_names else t
 
 
-def duckdb_read(paths: list[Path], table: str):
+def duckdb_read(paths: list[Path], table: str, order: bool = False):
     import duckdb
 
     files = [str(p) for p in paths]
     select = "* exclude (run_id)" if table == "files" else "*"
-    rows = duckdb.sql(f"select {select} from read_parquet({files})").to_arrow_table()
+    rows = duckdb.sql(f"select {select} from read_parquet({files})" + (" order by all" if order else "")).to_arrow_table()
     types = duckdb.sql(f"describe select {select} from read_parquet({files})").fetchall()
     return rows, types
 
 
 def main(argv: list[str]) -> int:
     old, new = argv[1], argv[2]
+    if "--sorted" in argv:
+        return compare_sorted(old, new)
     fo, fn = part_files(old), part_files(new)
     ok = True
     if sorted(fo) != sorted(fn):
@@ -80,6 +84,21 @@ def main(argv: list[str]) -> int:
             print(f"   duckdb: {'same' if dsame else 'DIFFERENT'}")
             ok &= dsame
     print("IDENTICAL" if ok else "DIFFERENT")
+    return 0 if ok else 1
+
+
+def compare_sorted(old: str, new: str) -> int:
+    """Each table and partition's rows, sorted, through DuckDB (part files and their names aside)."""
+    po, pn = (by_partition(part_files(d)) for d in (old, new))
+    ok = set(po) == set(pn)
+    if not ok:
+        print("partitions on one side only:", sorted(set(po) ^ set(pn)))
+    for key in sorted(set(po) & set(pn)):
+        (ra, ta), (rb, tb) = duckdb_read(po[key], key[0], order=True), duckdb_read(pn[key], key[0], order=True)
+        same = ra.equals(rb) and ta == tb
+        print(f"{key[0]}/{key[1]}: rows {ra.num_rows} vs {rb.num_rows}, sorted {'same' if same else 'DIFFERENT'}")
+        ok &= same
+    print("IDENTICAL (sorted)" if ok else "DIFFERENT")
     return 0 if ok else 1
 
 
