@@ -10,7 +10,7 @@ import pytest
 
 from support import pcapgen
 from tailscope import _native
-from tailscope.jobs.local import analyze
+from tailscope.jobs.local import AnalyzeOptions, analyze
 
 
 @pytest.fixture
@@ -65,7 +65,9 @@ def test_a_run_goes_on_and_accounts_for_it(trace, tmp_path, point):
     (tmp_path / "other").mkdir()
     other = pcapgen.write_chatty_flow(tmp_path / "other" / "other.pcap", 5)  # another capture
     _native._force_panic(point)
-    res = analyze([str(trace), str(other)], tmp_path / "ds")
+    # one job: the hook is process-wide, so with captures in parallel it would fire in whichever
+    # capture reaches the point first (the parallel case is the test below)
+    res = analyze([str(trace), str(other)], tmp_path / "ds", AnalyzeOptions(progress=False, jobs=1))
     by_path = {f["path"]: f for f in res.manifest["inputs"]}
     hit = by_path[str(trace)]
     assert hit["error_kind"] == "internal" and "internal error" in hit["error"], hit
@@ -74,3 +76,16 @@ def test_a_run_goes_on_and_accounts_for_it(trace, tmp_path, point):
     assert by_path[str(other)]["status"] == "ok"
     assert res.manifest["status"] == "partial"
     json.dumps(res.manifest)
+
+
+@pytest.mark.parametrize("point", ["step", "finish"])
+def test_a_parallel_run_loses_only_the_capture_that_failed(trace, tmp_path, point):
+    (tmp_path / "other").mkdir()
+    other = pcapgen.write_chatty_flow(tmp_path / "other" / "other.pcap", 5)
+    _native._force_panic(point)
+    res = analyze([str(trace), str(other)], tmp_path / "ds", AnalyzeOptions(progress=False, jobs=2))
+    inputs = res.manifest["inputs"]
+    hit = [f for f in inputs if f["error_kind"] == "internal"]
+    assert len(hit) == 1 and "internal error" in hit[0]["error"], inputs
+    assert [f["status"] for f in inputs if f is not hit[0]] == ["ok"]
+    assert res.manifest["status"] == "partial"
