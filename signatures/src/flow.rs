@@ -202,6 +202,21 @@ impl Flow {
         fins || rst
     }
 
+    /// What struck this flow at least once: its TCP or QUIC analysis' flow-level signatures.
+    pub fn signatures(&self) -> Vec<&'static str> {
+        match (self.quic.as_deref(), self.tcp.as_deref()) {
+            (Some(q), _) => q.signatures(self.dir[1].packets),
+            (None, Some(t)) => t.signatures(),
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// The queries this flow completed: TCP's, or with a key log QUIC's per-stream ones.
+    pub fn done_queries(&self) -> &[crate::queries::Query] {
+        let keyed = || self.quic.as_deref().and_then(|q| q.decrypting()).map(|k| &k.queries[..]);
+        self.tcp.as_deref().map(|t| &t.queries.done[..]).or_else(keyed).unwrap_or(&[])
+    }
+
     /// Scale factor for window fields in `dir` (never for SYNs themselves), once both SYNs were
     /// seen: the side's offer when both sides offered window scaling, else 0, for then neither
     /// side scales (RFC 7323 §2.2). Unknown (None) while a SYN is missing.

@@ -12,6 +12,7 @@ pub mod queries;
 pub mod quic;
 pub mod quic_keyed;
 pub mod quic_recovery;
+pub mod quic_summary;
 pub mod rtt;
 pub mod seq_number;
 pub mod session;

@@ -6,18 +6,18 @@ use std::path::Path;
 
 use arrow_array::RecordBatch;
 use tailscope_parsers::capture::{CaptureError, CaptureErrorKind, CaptureReader};
-use tailscope_parsers::decode::{decode_frame_into, Packet, TCP_ACK, TCP_SYN};
+use tailscope_parsers::decode::{decode_frame_into, Packet};
 use tailscope_parsers::select::FrameSelection;
 use tailscope_parsers::skip::SkipReason;
 use tailscope_parsers::{Compression, SkipCounts};
 
-use crate::flow::{Direction, FlowConfig, FlowTracker};
+use crate::flow::{FlowConfig, FlowTracker};
 use crate::queries::Query;
 use crate::quic;
 use crate::quic_keyed::{KeyedQuic, Keys, Outcome};
 use crate::tables::{
-    events_batch, flows_batch, queries_batch, queries_of_flows, query_flows_batch, EventRow, PacketColumns, PacketRow,
-    QueryFlow,
+    events, events_batch, flows_batch, queries_batch, queries_of_flows, query_flows_batch, EventRow, PacketColumns,
+    PacketRow, QueryFlow,
 };
 use crate::tags;
 use crate::tcp::PacketIn;
@@ -359,67 +359,21 @@ impl Session {
                 state.compact();
             }
         }
-        let f = self.tracker.flow(a.slot);
-        let c2s = a.direction == Direction::C2S;
-        let mut row = PacketRow {
-            file_index,
-            frame: p.frame,
-            ts_ns: p.ts_ns,
-            flow_id: f.flow_id,
-            c2s,
-            ip_proto: p.proto,
-            payload_len: p.payload_len,
-            ip_id: p.ip_id,
-            ttl: p.ttl,
-            wire_len: p.wire_len,
-            encap: p.encap.name(),
-            ..PacketRow::default()
-        };
-        if let Some(t) = p.tcp() {
-            let own = &f.dir[a.direction.index()];
-            let peer = &f.dir[1 - a.direction.index()];
-            row.is_tcp = true;
-            row.seq = Some(t.seq);
-            row.ack = Some(t.ack);
-            row.rel_seq = own.isn.map(|isn| t.seq.wrapping_sub(isn));
-            row.rel_ack = if t.has(TCP_ACK) { peer.isn.map(|isn| t.ack.wrapping_sub(isn)) } else { None };
-            row.flags = Some(t.flags);
-            // Window scaling applies to every segment after the SYNs, never to the SYNs.
-            let shift = if t.has(TCP_SYN) { None } else { f.window_shift(a.direction) };
-            row.window = Some(u32::from(t.window) << shift.unwrap_or(0));
-            row.window_scaled = Some(shift.is_some());
-            row.ts = t.ts;
-            row.sack = t.sack;
-            row.sack_count = t.sack_count;
-        }
+        let mut row = PacketRow::new(p, self.tracker.flow(a.slot), a.direction, file_index);
         row.tags |= quic_tags;
         let keyed = self.keyed_outcome.take();
         if let Some(o) = &keyed {
-            row.rtt_ns = o.rtt_ns;
-            row.retx_delay_ns = o.retx_delay_ns;
+            row.add_keyed(o);
         }
         if let Some(an) = analysis {
-            row.tags |= an.tags;
-            row.rtt_ns = an.rtt_ns;
-            row.retx_delay_ns = an.retx_delay_ns;
+            row.add_tcp(&an);
             if let Some((seq, _)) = an.proved_spurious {
                 self.relabel_spurious(row.flow_id, !row.c2s, seq);
             }
         }
-        if row.tags != 0 {
-            let pn = keyed.as_ref().and_then(|o| o.pn).map(|n| n as u32);
-            self.note_events(&row, row.tags, row.retx_delay_ns, p.tcp().map(|t| t.seq).or(pn));
-        }
-        for e in keyed.into_iter().flat_map(|o| o.events) {
-            self.events.push(EventRow {
-                c2s: e.c2s,
-                signature: e.signature,
-                cause: e.cause,
-                delay_ns: e.delay_ns,
-                seq: Some(e.pn as u32),
-                ..EventRow::of(&row)
-            });
-        }
+        let pn = keyed.as_ref().and_then(|o| o.pn).map(|n| n as u32);
+        let keyed_events = keyed.as_ref().map_or(&[][..], |o| &o.events[..]);
+        events::note(&row, p.tcp().map(|t| t.seq).or(pn), keyed_events, &mut self.events);
         self.packets.push(row);
     }
 
@@ -497,49 +451,7 @@ impl Session {
         let row_tags = self.packets.tags_mut(i);
         *row_tags = (*row_tags & !(cause_bits | tags::TAIL_LOSS)) | tags::RETX_SPURIOUS;
         let frame = self.packets.frame(i);
-        let mut index = 0;
-        self.events.retain(|e| {
-            index += 1;
-            index <= event_floor || !(e.flow_id == flow_id && e.frame == frame && e.signature == "tail_loss")
-        });
-        // The rows that carry the resend's cause (`retransmission`, a repeated SYN's): the
-        // packet's other events (out-of-order, ...) have none to change.
-        let carries_cause = |e: &EventRow| e.flow_id == flow_id && e.frame == frame && e.cause.is_some();
-        for e in self.events[event_floor..].iter_mut().rev().filter(|e| carries_cause(e)) {
-            e.cause = Some("spurious");
-        }
-    }
-
-    /// One events row per signature occurrence on this packet: a `retransmission` row for every
-    /// packet tailscope judges a retransmission (it has a cause), then one row per event tag
-    /// (`tags::EVENTS`), named as the tag. Loss episodes a retransmission revealed (tail loss,
-    /// a repeated SYN or SYN-ACK) carry its cause and delay.
-    fn note_events(&mut self, row: &PacketRow, mask: u32, retx_delay: Option<i64>, seq: Option<u32>) {
-        let cause = tags::cause_name(mask);
-        let mut push = |signature: &'static str, cause: Option<&'static str>, delay_ns: Option<i64>| {
-            self.events.push(EventRow {
-                file_index: row.file_index,
-                frame: row.frame,
-                ts_ns: row.ts_ns,
-                flow_id: row.flow_id,
-                c2s: row.c2s,
-                signature,
-                cause,
-                delay_ns,
-                seq,
-                len: row.payload_len,
-            });
-        };
-        if cause.is_some() {
-            push("retransmission", cause, retx_delay);
-        }
-        for (bit, name) in tags::ALL.iter().filter(|(bit, _)| mask & tags::EVENTS & bit != 0) {
-            if bit & tags::LOSS_EPISODES != 0 {
-                push(name, cause, retx_delay);
-            } else {
-                push(name, None, None);
-            }
-        }
+        events::relabel_spurious(&mut self.events, event_floor, flow_id, frame);
     }
 
     /// Ready output: the packet batch if full (or `force`), and the flows that have ended.

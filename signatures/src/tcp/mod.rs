@@ -11,7 +11,8 @@
 //! - `send`: what the segment leaves on the sender's side (in-flight list, marks, holes);
 //! - `ack`: what its ACK settles on the other side (SACK, D-SACK, RACK, RTT samples, recovery end).
 //!
-//! `direction` holds one direction's sequence state, which all phases share.
+//! `direction` holds one direction's sequence state, which all phases share; `summary` is what
+//! the flow's row reports when it ends (its figures and its flow-level signatures).
 
 mod ack;
 mod cause;
@@ -19,6 +20,7 @@ mod direction;
 mod handshake;
 mod retransmission;
 mod send;
+mod summary;
 #[cfg(test)]
 mod tests;
 mod wireshark;
@@ -33,6 +35,7 @@ use crate::tags::*;
 use direction::MAX_SYNACK_ISNS;
 pub use direction::{DirSeq, RecoveryKind};
 pub use handshake::Vantage;
+pub use summary::TcpSummary;
 
 /// Per-flow counters the flows table reports.
 #[derive(Debug, Clone, Default)]
