@@ -320,6 +320,34 @@ impl CaptureReader {
         CaptureError { offset, kind: CaptureErrorKind::Corrupt(msg) }
     }
 
+    /// Make room or read more so that the block at `offset` can be parsed, or the error that
+    /// ends the file there.
+    fn resume_after(&mut self, stall: Stall, offset: u64) -> Result<(), CaptureError> {
+        if !matches!(stall, Stall::ReadError | Stall::Corrupt(_)) {
+            if let Some(msg) = self.ng_block_defect(true) {
+                return Err(Self::corrupt(offset, msg));
+            }
+        }
+        match stall {
+            Stall::Incomplete => {}
+            Stall::BufferTooSmall => {
+                let claimed = self.claimed_len();
+                let cap = self.inner.data().len().max(INITIAL_BUFFER);
+                let want = (cap * 2).max(claimed as usize + 64);
+                if want > MAX_RECORD || !self.inner.grow(want) {
+                    return Err(CaptureError { offset, kind: CaptureErrorKind::RecordTooLarge(claimed) });
+                }
+            }
+            Stall::UnexpectedEof => return Err(CaptureError { offset, kind: CaptureErrorKind::Truncated }),
+            Stall::ReadError => return Err(self.read_failed(offset)),
+            Stall::Corrupt(msg) => return Err(CaptureError { offset, kind: CaptureErrorKind::Corrupt(msg) }),
+        }
+        if self.inner.refill().is_err() {
+            return Err(self.read_failed(offset));
+        }
+        Ok(())
+    }
+
     /// The next packet record, or `None` at a clean end of file.
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
         loop {
@@ -417,45 +445,10 @@ impl CaptureReader {
                     (consumed, packet)
                 }
                 Err(PcapError::Eof) => return Ok(None),
-                Err(PcapError::Incomplete(_)) => {
-                    if let Some(msg) = self.ng_block_defect(true) {
-                        return Err(Self::corrupt(offset, msg));
-                    }
-                    if self.inner.refill().is_err() {
-                        return Err(self.read_failed(offset));
-                    }
-                    continue;
-                }
-                Err(PcapError::BufferTooSmall) => {
-                    if let Some(msg) = self.ng_block_defect(true) {
-                        return Err(Self::corrupt(offset, msg));
-                    }
-                    let claimed = self.claimed_len();
-                    let cap = self.inner.data().len().max(INITIAL_BUFFER);
-                    let want = (cap * 2).max(claimed as usize + 64);
-                    if want > MAX_RECORD || !self.inner.grow(want) {
-                        return Err(CaptureError { offset, kind: CaptureErrorKind::RecordTooLarge(claimed) });
-                    }
-                    if self.inner.refill().is_err() {
-                        return Err(self.read_failed(offset));
-                    }
-                    continue;
-                }
-                Err(PcapError::UnexpectedEof) => {
-                    if let Some(msg) = self.ng_block_defect(true) {
-                        return Err(Self::corrupt(offset, msg));
-                    }
-                    return Err(CaptureError { offset, kind: CaptureErrorKind::Truncated });
-                }
-                Err(PcapError::ReadError) => return Err(self.read_failed(offset)),
                 Err(e) => {
-                    let msg = match e {
-                        PcapError::NomError(_, k) | PcapError::OwnedNomError(_, k) => {
-                            format!("unparseable block ({k:?})")
-                        }
-                        other => format!("{other:?}"),
-                    };
-                    return Err(CaptureError { offset, kind: CaptureErrorKind::Corrupt(msg) });
+                    let stall = Stall::of(e);
+                    self.resume_after(stall, offset)?;
+                    continue;
                 }
             };
             match packet {
@@ -471,6 +464,33 @@ impl CaptureReader {
                     return Ok(Some(Frame { number: self.frames, ts_ns, linktype, wire_len, data, offset }));
                 }
             }
+        }
+    }
+}
+
+/// Why the parser stopped short of a block, in a form that no longer borrows the buffer.
+enum Stall {
+    /// More bytes are needed.
+    Incomplete,
+    /// The block is larger than the buffer.
+    BufferTooSmall,
+    /// The file ends inside the block.
+    UnexpectedEof,
+    ReadError,
+    Corrupt(String),
+}
+
+impl Stall {
+    fn of(e: PcapError<&[u8]>) -> Stall {
+        match e {
+            PcapError::Incomplete(_) => Stall::Incomplete,
+            PcapError::BufferTooSmall => Stall::BufferTooSmall,
+            PcapError::UnexpectedEof => Stall::UnexpectedEof,
+            PcapError::ReadError => Stall::ReadError,
+            PcapError::NomError(_, k) | PcapError::OwnedNomError(_, k) => {
+                Stall::Corrupt(format!("unparseable block ({k:?})"))
+            }
+            other => Stall::Corrupt(format!("{other:?}")),
         }
     }
 }

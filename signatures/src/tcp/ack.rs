@@ -5,7 +5,7 @@
 
 use tailscope_parsers::decode::{TCP_ACK, TCP_SYN};
 
-use super::direction::{sender_and_peer, Unacked, MAX_HOLES, MAX_TSVALS};
+use super::direction::{sender_and_peer, DirSeq, Unacked, MAX_HOLES, MAX_TSVALS};
 use super::retransmission::unspurious_stats;
 use super::{Analysis, Segment, TcpState};
 use crate::seq_number::SeqNumber;
@@ -37,135 +37,25 @@ impl TcpState {
     /// Drop what this ACK acknowledges from the other side's in-flight list; an exact match that
     /// was never retransmitted is an RTT sample (Karn).
     pub(super) fn process_ack(&mut self, s: &Segment<'_>, out: &mut Analysis) {
-        let (ack, seglen, now, t) = (s.ack, s.seglen, s.now, s.tcp);
+        let (ack, now) = (s.ack, s.now);
+        let blocks = s.tcp.sack_blocks();
+        self.dsack(s, blocks, out);
         let rev = &mut self.dir[1 - s.dir];
-        let mut sample = None;
+        let mut rack = Rack { delivered: rev.delivered_sent_ts, min_rtt: rev.rtt.min.unwrap_or(0), now };
         // A segment is best timed when it is first SACKed: its cumulative ACK may wait for a
         // hole to be repaired, and would measure the repair, not the path.
-        let blocks = t.sack_blocks();
-        // RFC 2883: a first SACK block below the cumulative ACK, or inside the second block,
-        // reports data received twice: if we saw that data retransmitted, the resend was
-        // spurious (the original had arrived).
-        if let Some(&(l, r)) = blocks.first() {
-            let dsack = SeqNumber(r).at_or_before(ack)
-                || blocks
-                    .get(1)
-                    .is_some_and(|&(l2, r2)| SeqNumber(l2).at_or_before(l) && SeqNumber(r).at_or_before(r2));
-            if dsack {
-                if let Some(i) = rev
-                    .recent_retx
-                    .iter()
-                    .rposition(|&(a, b, _, _)| SeqNumber(a).at_or_before(l) && SeqNumber(r).at_or_before(b))
-                {
-                    let (rseq, _, rtags, delay) = rev.recent_retx.remove(i).expect("index from rposition");
-                    if rtags & RETX_SPURIOUS == 0 {
-                        unspurious_stats(&mut self.stats, rtags, delay);
-                        out.proved_spurious = Some((rseq, rtags));
-                        // Fast retransmit answers later data arriving first; the original
-                        // arrived after all: the data was reordered past the capture.
-                        if rtags & RETX_FAST != 0 {
-                            self.stats.reordered[1 - s.dir] += 1;
-                        }
-                    }
-                }
-            }
-        }
-        // RACK's delivered send time. A retransmission delivered sooner than the path's
-        // minimum RTT after it left is no evidence: the ACK may be for an earlier copy.
-        let min_rtt = rev.rtt.min.unwrap_or(0);
-        let mut delivered = rev.delivered_sent_ts;
-        let mut deliver = |u: &Unacked| {
-            if !u.retransmitted || now - u.ts_ns >= min_rtt {
-                delivered = delivered.max(u.ts_ns);
-            }
-        };
-        if !blocks.is_empty() {
-            let mut newest: Option<&Unacked> = None;
-            for u in rev.segments.iter_mut() {
-                if !u.sacked
-                    && blocks
-                        .iter()
-                        .any(|&(l, r)| SeqNumber(l).at_or_before(u.seq) && SeqNumber(u.nextseq).at_or_before(r))
-                {
-                    deliver(u);
-                    u.sacked = true;
-                    if !u.retransmitted && newest.is_none_or(|n| u.ts_ns > n.ts_ns) {
-                        sample = Some((now - u.ts_ns, u.bif));
-                        newest = Some(u);
-                    }
-                }
-            }
-            // A hole the receiver reports (cumulative ACK below a SACK block).
-            if let Some(&(l, _)) =
-                blocks.iter().filter(|b| SeqNumber(b.0).after(ack)).min_by_key(|b| b.0.wrapping_sub(ack))
-            {
-                if !rev.sack_holes.iter().any(|h| h.0 == ack) {
-                    if rev.sack_holes.len() >= MAX_HOLES {
-                        rev.sack_holes.pop_front();
-                    }
-                    // The resend may already be on its way while older ACKs report the hole.
-                    let resent = rev
-                        .segments
-                        .iter()
-                        .any(|u| u.retransmitted && SeqNumber(ack).at_or_before(u.seq) && SeqNumber(u.seq).before(l));
-                    rev.sack_holes.push_back((ack, l, resent));
-                }
-            }
-        }
-        // Holes the cumulative ACK closed without any resend were reordered downstream.
-        let mut reordered_downstream = 0;
-        rev.sack_holes.retain(|&(start, end, resent)| {
-            if SeqNumber(end).at_or_before(ack) {
-                if !resent && SeqNumber(end).after(start) {
-                    reordered_downstream += 1;
-                }
-                false
-            } else {
-                true
-            }
-        });
+        let mut sample = sack_marks(rev, blocks, ack, &mut rack);
         // Counted for the data's direction; no packet of ours shows it (the reordered
         // segment passed the capture in order), only the receiver's ACKs do.
-        self.stats.reordered[1 - s.dir] += reordered_downstream;
-        // Karn's rule for the whole ACK (as Linux's FLAG_RETRANS_DATA_ACKED): an ACK that
-        // retires retransmitted data may have waited for that repair, so its exact match
-        // would time the recovery, not the path.
-        let mut timed = None;
-        let mut retired_retx = false;
-        let mut settle = |u: &mut Unacked| {
-            if SeqNumber(ack).after(u.seq) {
-                deliver(u);
-            }
-            if ack == u.nextseq {
-                retired_retx |= u.retransmitted;
-                if !u.retransmitted && !u.sacked && timed.is_none() {
-                    timed = Some((now - u.ts_ns, u.bif));
-                }
-                false
-            } else if SeqNumber(ack).after(u.seq) && SeqNumber(ack).at_or_before(u.nextseq) {
-                u.seq = ack;
-                true
-            } else {
-                let keep = !SeqNumber(u.nextseq).at_or_before(ack);
-                retired_retx |= !keep && u.retransmitted;
-                keep
-            }
-        };
-        // A cumulative ACK mostly retires segments at the front. Popping those first leaves
-        // `retain_mut` nothing to remove, so it only scans instead of shifting every
-        // segment behind them. `settle` on a segment it kept changes nothing, so the front
-        // one may see it twice.
-        while rev.segments.front_mut().is_some_and(|u| !settle(u)) {
-            rev.segments.pop_front();
-        }
-        rev.segments.retain_mut(settle);
-        rev.delivered_sent_ts = delivered;
+        self.stats.reordered[1 - s.dir] += holes_closed_unrepaired(rev, ack);
+        let (timed, retired_retx) = settle_cumulative(rev, ack, &mut rack);
+        rev.delivered_sent_ts = rack.delivered;
         if sample.is_none() && !retired_retx {
             sample = timed;
         }
         // An ACK riding on new data was held back for that data (a request after think
         // time): it times the client's application, not the path.
-        if seglen > 0 {
+        if s.seglen > 0 {
             sample = None;
         }
         if let Some((r, bif)) = sample.filter(|s| s.0 >= 0) {
@@ -187,6 +77,36 @@ impl TcpState {
                 if let Some(since) = rev.recovery_since.take() {
                     self.stats.recovery_ns += now - since;
                 }
+            }
+        }
+    }
+
+    /// RFC 2883: a first SACK block below the cumulative ACK, or inside the second block,
+    /// reports data received twice: if we saw that data retransmitted, the resend was spurious
+    /// (the original had arrived).
+    fn dsack(&mut self, s: &Segment<'_>, blocks: &[(u32, u32)], out: &mut Analysis) {
+        let Some(&(l, r)) = blocks.first() else { return };
+        let dsack = SeqNumber(r).at_or_before(s.ack)
+            || blocks.get(1).is_some_and(|&(l2, r2)| SeqNumber(l2).at_or_before(l) && SeqNumber(r).at_or_before(r2));
+        if !dsack {
+            return;
+        }
+        let rev = &mut self.dir[1 - s.dir];
+        let Some(i) = rev
+            .recent_retx
+            .iter()
+            .rposition(|&(a, b, _, _)| SeqNumber(a).at_or_before(l) && SeqNumber(r).at_or_before(b))
+        else {
+            return;
+        };
+        let (rseq, _, rtags, delay) = rev.recent_retx.remove(i).expect("index from rposition");
+        if rtags & RETX_SPURIOUS == 0 {
+            unspurious_stats(&mut self.stats, rtags, delay);
+            out.proved_spurious = Some((rseq, rtags));
+            // Fast retransmit answers later data arriving first; the original arrived after
+            // all: the data was reordered past the capture.
+            if rtags & RETX_FAST != 0 {
+                self.stats.reordered[1 - s.dir] += 1;
             }
         }
     }
@@ -220,4 +140,114 @@ impl TcpState {
             }
         }
     }
+}
+
+/// RACK's delivered send time (RFC 8985) as this ACK moves it.
+struct Rack {
+    delivered: i64,
+    min_rtt: i64,
+    now: i64,
+}
+
+impl Rack {
+    /// A retransmission delivered sooner than the path's minimum RTT after it left is no
+    /// evidence: the ACK may be for an earlier copy.
+    fn deliver(&mut self, u: &Unacked) {
+        if !u.retransmitted || self.now - u.ts_ns >= self.min_rtt {
+            self.delivered = self.delivered.max(u.ts_ns);
+        }
+    }
+}
+
+/// Mark the segments the SACK blocks cover, and remember the hole the receiver reports
+/// (cumulative ACK below a SACK block). Returns the RTT sample of the newest segment SACKed for
+/// the first time that was never retransmitted: (RTT, bytes in flight when it was sent).
+fn sack_marks(rev: &mut DirSeq, blocks: &[(u32, u32)], ack: u32, rack: &mut Rack) -> Option<(i64, u32)> {
+    if blocks.is_empty() {
+        return None;
+    }
+    let mut sample = None;
+    let mut newest: Option<&Unacked> = None;
+    for u in rev.segments.iter_mut() {
+        if !u.sacked
+            && blocks.iter().any(|&(l, r)| SeqNumber(l).at_or_before(u.seq) && SeqNumber(u.nextseq).at_or_before(r))
+        {
+            rack.deliver(u);
+            u.sacked = true;
+            if !u.retransmitted && newest.is_none_or(|n| u.ts_ns > n.ts_ns) {
+                sample = Some((rack.now - u.ts_ns, u.bif));
+                newest = Some(u);
+            }
+        }
+    }
+    if let Some(&(l, _)) = blocks.iter().filter(|b| SeqNumber(b.0).after(ack)).min_by_key(|b| b.0.wrapping_sub(ack)) {
+        if !rev.sack_holes.iter().any(|h| h.0 == ack) {
+            if rev.sack_holes.len() >= MAX_HOLES {
+                rev.sack_holes.pop_front();
+            }
+            // The resend may already be on its way while older ACKs report the hole.
+            let resent = rev
+                .segments
+                .iter()
+                .any(|u| u.retransmitted && SeqNumber(ack).at_or_before(u.seq) && SeqNumber(u.seq).before(l));
+            rev.sack_holes.push_back((ack, l, resent));
+        }
+    }
+    sample
+}
+
+/// Forget the holes the cumulative ACK closed; returns how many closed without any resend:
+/// those were reordered downstream of the capture.
+fn holes_closed_unrepaired(rev: &mut DirSeq, ack: u32) -> u64 {
+    let mut reordered_downstream = 0;
+    rev.sack_holes.retain(|&(start, end, resent)| {
+        if SeqNumber(end).at_or_before(ack) {
+            if !resent && SeqNumber(end).after(start) {
+                reordered_downstream += 1;
+            }
+            false
+        } else {
+            true
+        }
+    });
+    reordered_downstream
+}
+
+/// Retire what the cumulative ACK acknowledges. Returns the exact match's RTT sample (a
+/// segment never retransmitted nor SACKed) and whether retransmitted data was retired: Karn's
+/// rule for the whole ACK (as Linux's FLAG_RETRANS_DATA_ACKED), for an ACK that retires
+/// retransmitted data may have waited for that repair, and its exact match would time the
+/// recovery, not the path.
+fn settle_cumulative(rev: &mut DirSeq, ack: u32, rack: &mut Rack) -> (Option<(i64, u32)>, bool) {
+    let mut timed = None;
+    let mut retired_retx = false;
+    let now = rack.now;
+    let mut settle = |u: &mut Unacked| {
+        if SeqNumber(ack).after(u.seq) {
+            rack.deliver(u);
+        }
+        if ack == u.nextseq {
+            retired_retx |= u.retransmitted;
+            if !u.retransmitted && !u.sacked && timed.is_none() {
+                timed = Some((now - u.ts_ns, u.bif));
+            }
+            false
+        } else if SeqNumber(ack).after(u.seq) && SeqNumber(ack).at_or_before(u.nextseq) {
+            u.seq = ack;
+            true
+        } else {
+            let keep = !SeqNumber(u.nextseq).at_or_before(ack);
+            retired_retx |= !keep && u.retransmitted;
+            keep
+        }
+    };
+    // A cumulative ACK mostly retires segments at the front. Popping those first leaves
+    // `retain_mut` nothing to remove, so it only scans instead of shifting every segment
+    // behind them. `settle` on a segment it kept changes nothing, so the front one may see it
+    // twice.
+    while rev.segments.front_mut().is_some_and(|u| !settle(u)) {
+        rev.segments.pop_front();
+    }
+    rev.segments.retain_mut(settle);
+    (timed, retired_retx)
 }
