@@ -36,15 +36,15 @@ import make_trace  # noqa: E402
 RUNNER = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from tailscope.jobs.local import AnalyzeOptions
+from tailscope.jobs.run.local import AnalyzeOptions
 engine, inputs, out, cores = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 options = AnalyzeOptions(progress=False, checksums=False)
 if engine == "local":
-    from tailscope.jobs.local import analyze
+    from tailscope.jobs.run.local import analyze
     t1 = time.perf_counter()
     r = analyze([inputs], out, options)
 else:
-    from tailscope.jobs import spark_engine as se
+    from tailscope.jobs.run import spark_engine as se
     spark_options = se.SparkOptions(master=f"local[{cores}]", partitions=4 * cores)
     se.spark_session(spark_options)
     # The first job of a JVM pays for class loading, JIT and Python worker start (~10 s): a

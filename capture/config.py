@@ -295,7 +295,7 @@ def credentials_file_problems(path: Path) -> list[str]:
 
 
 def pseudonym_key_problems(path: Path) -> list[str]:
-    from tailscope.jobs.pseudonymize import PseudonymKeyError, load_key
+    from tailscope.jobs.enrichment.pseudonymize import PseudonymKeyError, load_key
 
     problems = [p.replace("[ship] credentials_file", "[agent] pseudonymize_clients") for p in credentials_file_problems(path)]
     if not problems:
@@ -310,7 +310,7 @@ def pseudonym_fingerprint(cfg: AgentConfig) -> str | None:
     """The fingerprint of the site's pseudonymization key, for the manifests (never the key)."""
     if not cfg.agent.pseudonymize_clients:
         return None
-    from tailscope.jobs.pseudonymize import fingerprint, load_key
+    from tailscope.jobs.enrichment.pseudonymize import fingerprint, load_key
 
     return fingerprint(load_key(cfg.agent.pseudonymize_clients))
 

@@ -26,7 +26,7 @@ def read_table(dataset: Path, table: str, where: str = "") -> list[dict]:
 @pytest.fixture(scope="session")
 def corpus_run(tmp_path_factory):
     """The whole corpus through the local engine, once per test process."""
-    from tailscope.jobs.local import AnalyzeOptions, analyze
+    from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
     out = tmp_path_factory.mktemp("corpus-dataset")
     return analyze([str(corpus.corpus_dir() / "pcaps")], out, AnalyzeOptions(progress=False))

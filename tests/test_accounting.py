@@ -10,7 +10,7 @@ import collections
 import pytest
 from conftest import read_table
 from support import corpus, hostile
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 
 def check_accounting(run) -> dict:

@@ -186,7 +186,7 @@ def test_files_are_private_and_no_secret_is_written(tmp_path):
 
 def test_a_site_key_is_named_in_every_manifest(tmp_path):
     """agent.pseudonymize_clients: the manifests carry the key's fingerprint, never the key."""
-    from tailscope.jobs.pseudonymize import fingerprint
+    from tailscope.jobs.enrichment.pseudonymize import fingerprint
 
     key = bytes(range(7, 39))
     kf = tmp_path / "site.key"

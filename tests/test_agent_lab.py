@@ -152,7 +152,7 @@ def assert_landing_zone_analyzes(tmp_path, landing, manifests):
     """Issue proof 3: the local engine reads the landing zone as the agent left it: every file,
     every packet the manifests count, one capture (the manifests' capture_id) whose rotated files
     chain into one flow table, so connections crossing a rotation stay whole."""
-    from tailscope.jobs.local import AnalyzeOptions, analyze
+    from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
     run = analyze([str(landing)], tmp_path / "dataset", AnalyzeOptions(progress=False))
     assert run.manifest["status"] == "ok", [r.error for r in run.files if r.error]

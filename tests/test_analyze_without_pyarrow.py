@@ -1,6 +1,6 @@
 """A run without enrichment sources hands every table to the native writer: no batch comes back
 to Python, pyarrow is never loaded, and the dataset and the manifest's enrichment summary are
-what the Python enrichment makes of the same run (jobs/enrich.py, forced here)."""
+what the Python enrichment makes of the same run (jobs/enrichment/enrich.py, forced here)."""
 from __future__ import annotations
 
 import subprocess
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 
-from tailscope.jobs import local
-from tailscope.jobs.enrich_options import EnrichmentOptions
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.enrichment.enrich_options import EnrichmentOptions
+from tailscope.jobs.run import local
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 CAPTURES = [str(p) for p in sorted(SAMPLES.glob("*.pcap"))[:5]]

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import read_table
 from support import corpus, pcapgen
-from tailscope.jobs import dataset
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.dataset import staged
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 
 def cli(*args, cwd=None):
@@ -83,7 +83,7 @@ def test_failed_run_leaves_nothing_that_looks_complete(tmp_path, good, monkeypat
     def boom(self, manifest, **_):
         raise RuntimeError("disk full (simulated)")
 
-    monkeypatch.setattr(dataset.StagedWriter, "commit", boom)
+    monkeypatch.setattr(staged.StagedWriter, "commit", boom)
     with pytest.raises(RuntimeError):
         analyze([str(good)], out, AnalyzeOptions(progress=False))
     assert not list(out.glob("packets/**/*.parquet")) and not (out / "_runs").exists()

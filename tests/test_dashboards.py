@@ -106,7 +106,7 @@ def provisioned_datasources() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def database(tmp_path_factory) -> Path:
-    from tailscope.jobs.db import build
+    from tailscope.jobs.analytics.db import build
 
     if not demo_data.have_samples():
         pytest.skip("no bundled samples")

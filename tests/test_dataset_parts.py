@@ -1,4 +1,4 @@
-"""A table's part file is closed after `dataset.MAX_ROWS_PER_FILE` rows and its next rows go to a
+"""A table's part file is closed after `staged.MAX_ROWS_PER_FILE` rows and its next rows go to a
 new part (an open Parquet writer keeps every row group's metadata until it closes): the parts read
 back as the same table, and all of them are committed together."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 
-from tailscope.jobs import dataset
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.dataset import staged
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
@@ -23,7 +23,7 @@ def test_parts_roll_over_and_read_back_as_one_table(tmp_path, monkeypatch):
     captures = sorted(str(p) for p in SAMPLES.glob("*.pcap"))
     whole = tmp_path / "whole"
     analyze(captures, whole, AnalyzeOptions(progress=False, capture_id="c"))
-    monkeypatch.setattr(dataset, "MAX_ROWS_PER_FILE", 500)
+    monkeypatch.setattr(staged, "MAX_ROWS_PER_FILE", 500)
     rolled = tmp_path / "rolled"
     run = analyze(captures, rolled, AnalyzeOptions(progress=False, capture_id="c"))
 

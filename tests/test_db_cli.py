@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tailscope.jobs.cli_db import duckdb_shell
+from tailscope.jobs.commands.db import duckdb_shell
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "clean.pcap"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tailscope.jobs import db
-from tailscope.jobs.stats import Slice, compute_stats
+from tailscope.jobs.analytics import db
+from tailscope.jobs.analytics.stats import Slice, compute_stats
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Enrichment joins (jobs/enrich.py, rules in docs/enrichment.md): longest prefix on overlaps,
+"""Enrichment joins (jobs/enrichment/enrich.py, rules in docs/enrichment.md): longest prefix on overlaps,
 gaps → "unknown", IPv6 prefixes, sessions by client address and time (overlaps: latest start),
 explicit unknowns, and counts of what stayed unknown — no flow or query is ever dropped."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 h3 = pytest.importorskip("h3")
 
-from tailscope.jobs.enrich import (
+from tailscope.jobs.enrichment.enrich import (
     ENRICHMENT_COLUMNS,
     EnrichmentError,
     EnrichmentOptions,
@@ -402,7 +402,7 @@ def test_enriched_native_schemas(ctx):
     """What the engine stores: the native flows/queries schemas plus the enrichment columns, the
     same whether a batch is enriched or not."""
     from tailscope import _native
-    from tailscope.jobs.enrich import enriched_schema
+    from tailscope.jobs.enrichment.enrich import enriched_schema
 
     for native in (_native.flow_schema(), _native.query_schema()):
         want = enriched_schema(native)
@@ -445,7 +445,7 @@ def test_queries_written_while_their_flow_is_open_take_its_enrichment(tmp_path):
     import duckdb
 
     from support import pcapgen
-    from tailscope.jobs.local import AnalyzeOptions, analyze
+    from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
     trace = pcapgen.write_chatty_flow(tmp_path / "chatty.pcap", 70_000)  # past one batch of queries
     prefixes = tmp_path / "prefixes.csv"

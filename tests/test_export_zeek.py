@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from support import corpus, peers
-from tailscope.jobs.db import connect
-from tailscope.jobs.local import AnalyzeOptions, analyze
-from tailscope.jobs.zeek import FIELDS, write_conn_log
+from tailscope.jobs.analytics.db import connect
+from tailscope.jobs.analytics.zeek import FIELDS, write_conn_log
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 from test_flows_vs_peers import ZEEK_DIFFERENCES, ZEEK_FULL
 
 CHECKED = [n for n in ZEEK_FULL if n not in ZEEK_DIFFERENCES]

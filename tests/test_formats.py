@@ -10,7 +10,7 @@ import zstandard
 
 from conftest import read_table
 from support import corpus, pcapgen
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 OPTS = AnalyzeOptions(progress=False)
 

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import read_table
 from support import pcapgen
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 
 def chlo_packet(version: bytes, tags: list[tuple[bytes, bytes]], pn: int = 1) -> bytes:

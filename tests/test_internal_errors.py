@@ -10,7 +10,7 @@ import pytest
 
 from support import pcapgen
 from tailscope import _native
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 
 @pytest.fixture

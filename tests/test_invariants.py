@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from support import invariants
 from support.corpus import REPO_ROOT
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 
 def test_tables_agree_on_the_corpus(corpus_run):

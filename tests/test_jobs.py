@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 from tests.support import corpus
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"

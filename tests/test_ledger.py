@@ -1,4 +1,4 @@
-"""The ledger of processed inputs (jobs/ledger.py) and `analyze --incremental` on the local engine."""
+"""The ledger of processed inputs (jobs/dataset/ledger.py) and `analyze --incremental` on the local engine."""
 from __future__ import annotations
 
 import shutil
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tailscope.jobs import ledger
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.dataset import ledger
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.xdist_group("marts")
 
 from support import demo as demo_data
 from support.demo import DROPPED, PREV, WEEK
-from tailscope.jobs.stats import Slice, compute_stats
+from tailscope.jobs.analytics.stats import Slice, compute_stats
 
 
 def nearest_rank(values: list, q: float):
@@ -98,7 +98,7 @@ def two_weeks(demo, tmp_path_factory) -> Path:
 
 
 def _connect(ds: Path):
-    from tailscope.jobs.db import build
+    from tailscope.jobs.analytics.db import build
 
     con = duckdb.connect(str(build(ds)), read_only=True)
     con.execute("SET TimeZone = 'UTC'")
@@ -213,7 +213,7 @@ def test_datasets_without_enrichment_columns_still_build(demo, tmp_path):
     """Runs written before enrichment existed lack its columns: the marts read them as unknown."""
     ds = tmp_path / "plain"
     shutil.copytree(demo, ds, ignore=shutil.ignore_patterns("tailscope.duckdb"))
-    from tailscope.jobs.enrich import ENRICHMENT_COLUMNS
+    from tailscope.jobs.enrichment.enrich import ENRICHMENT_COLUMNS
 
     for part in [*ds.glob("flows/*/*.parquet"), *ds.glob("queries/*/*.parquet")]:
         t = pq.read_table(part, partitioning=None)

@@ -18,7 +18,7 @@ pytest.importorskip("h3")
 from support import demo as demo_data
 from support.demo import WEEK
 
-from tailscope.jobs.stats import Slice, compute_stats
+from tailscope.jobs.analytics.stats import Slice, compute_stats
 
 ROOT = Path(__file__).resolve().parents[1]
 # where the project computes figures: SQL, the Python packages and scripts, the dashboards
@@ -45,7 +45,7 @@ def test_a_figure_is_defined_in_one_file(figure, pattern, home):
     assert holders == [home], f"{figure}: defined in {holders}, expected only in {home} (query it from there)"
 
 
-@pytest.mark.parametrize("consumer", ["jobs/stats.py", "scripts/make-dashboards.py", "sql/marts/050_signature_marts.sql"])
+@pytest.mark.parametrize("consumer", ["jobs/analytics/stats.py", "scripts/make-dashboards.py", "sql/marts/050_signature_marts.sql"])
 def test_the_consumers_call_the_attribution_macro(consumer):
     assert "tail_attribution(" in (ROOT / consumer).read_text()
 
@@ -63,7 +63,7 @@ def demo(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def con(demo):
-    from tailscope.jobs.db import build
+    from tailscope.jobs.analytics.db import build
 
     c = duckdb.connect(str(build(demo)), read_only=True)
     c.execute("SET TimeZone = 'UTC'")
@@ -139,8 +139,8 @@ def test_session_defaults_come_from_the_native_table():
     import inspect
 
     from tailscope import _native, api
-    from tailscope.jobs import cli_analyze
-    from tailscope.jobs.local import AnalyzeOptions
+    from tailscope.jobs.commands import analyze
+    from tailscope.jobs.run.local import AnalyzeOptions
 
     d = _native.defaults()
     assert d == {"tcp_idle_timeout_s": 900.0, "udp_idle_timeout_s": 120.0, "tcp_closed_linger_s": 120.0,
@@ -150,13 +150,13 @@ def test_session_defaults_come_from_the_native_table():
     params = inspect.signature(api.batches).parameters
     assert {k: params[k].default for k in d if k in params} == {k: d[k] for k in params if k in d}
     parser = argparse.ArgumentParser()
-    cli_analyze.register(parser.add_subparsers())
+    analyze.register(parser.add_subparsers())
     args = parser.parse_args(["analyze", "x.pcap", "--out", "o"])
     assert (args.tcp_idle_timeout, args.udp_idle_timeout, args.max_flows) == (
         d["tcp_idle_timeout_s"], d["udp_idle_timeout_s"], d["max_flows"])
 
 
-@pytest.mark.parametrize("path", ["jobs/local.py", "jobs/cli_analyze.py", "python/tailscope/api.py"])
+@pytest.mark.parametrize("path", ["jobs/run/local.py", "jobs/commands/analyze.py", "python/tailscope/api.py"])
 def test_no_session_default_written_in_python(path):
     text = (ROOT / path).read_text()
     assert not re.search(r"\b(900\.0|120\.0|1_000_000|65_536)\b", text), f"{path}: a session default written out again"

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from support import corpus
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tailscope.jobs.plot import PlotError, load_flow
+from tailscope.jobs.analytics.plot import PlotError, load_flow
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 

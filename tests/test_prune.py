@@ -11,8 +11,9 @@ import duckdb
 import pytest
 
 from support import corpus
-from tailscope.jobs import db, ledger, prune
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.analytics import db
+from tailscope.jobs.dataset import ledger, prune
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 
 def tailscope(*args) -> subprocess.CompletedProcess:

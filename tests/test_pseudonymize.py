@@ -12,9 +12,9 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from tailscope.jobs import db
-from tailscope.jobs.pseudonymize import PseudonymKeyError, Pseudonymizer, fingerprint, load_key
-from tailscope.jobs.stats import compute_stats
+from tailscope.jobs.analytics import db
+from tailscope.jobs.analytics.stats import compute_stats
+from tailscope.jobs.enrichment.pseudonymize import PseudonymKeyError, Pseudonymizer, fingerprint, load_key
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "enrichment"

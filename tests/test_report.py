@@ -22,13 +22,13 @@ from support import demo as demo_data
 from support.demo import PREV, WEEK
 from support.png import Image, read_png
 from tailscope.cli import main as cli_main
-from tailscope.jobs.report import SECTIONS
-from tailscope.jobs.stats import fmt_duration
+from tailscope.jobs.analytics.report import SECTIONS
+from tailscope.jobs.analytics.stats import fmt_duration
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
-PALETTE_BLUE = (0x33, 0x66, 0xCC)  # the report's first series color (jobs/report_svg.py)
-NAVY = (0x1D, 0x2D, 0x50)          # the report's title band and heading rules (jobs/report.py CSS)
+PALETTE_BLUE = (0x33, 0x66, 0xCC)  # the report's first series color (jobs/analytics/report_svg.py)
+NAVY = (0x1D, 0x2D, 0x50)          # the report's title band and heading rules (jobs/analytics/report.py CSS)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def report(dataset, tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def con(dataset):
-    from tailscope.jobs.db import build
+    from tailscope.jobs.analytics.db import build
 
     c = duckdb.connect(str(build(dataset)), read_only=True)
     yield c
@@ -298,7 +298,7 @@ def test_charts_and_map_render_without_console_errors(report, tmp_path):
 def test_share_axis_labels_do_not_run_together(total):
     """Overlapping charges can sum to several times the tail's latency: the axis labels stay
     apart and the 100 % line is always drawn (issue 17)."""
-    from tailscope.jobs import report_svg
+    from tailscope.jobs.analytics import report_svg
 
     svg_text = report_svg.stacked_share_bars([{"label": "a", "parts": [("x", total * 0.7), ("y", total * 0.3)]}], title="t")
     xs = sorted(float(m) for m in re.findall(r'<text x="([0-9.]+)"[^>]*text-anchor="middle"[^>]*>[0-9]+ %</text>', svg_text))

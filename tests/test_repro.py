@@ -9,7 +9,7 @@ import pytest
 
 from conftest import read_table
 from support.corpus import REPO_ROOT
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 REPRO = REPO_ROOT.parent / "shared" / "repro"
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tailscope.jobs import db, ledger
-from tailscope.jobs.dataset import recover
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.analytics import db
+from tailscope.jobs.dataset import ledger
+from tailscope.jobs.dataset.staged import recover
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 TABLES = ("packets", "flows", "queries", "events", "files")

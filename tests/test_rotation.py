@@ -5,7 +5,7 @@ import struct
 
 from conftest import read_table
 from support import corpus
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 
 def split_pcap(src, dst_a, dst_b, at: int):

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tailscope import _native
-from tailscope.jobs.enrich import enriched_schema
-from tailscope.jobs.run_model import files_table
+from tailscope.jobs.enrichment.enrich import enriched_schema
+from tailscope.jobs.run.run_model import files_table
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "schemas.md").read_text()
 

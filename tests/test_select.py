@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from support import corpus
-from tailscope.jobs.local import AnalyzeOptions, SelectionError, analyze
+from tailscope.jobs.run.local import AnalyzeOptions, SelectionError, analyze
 
 CASES = [
     ("wikipedia.pcap", "tcp port 80"),

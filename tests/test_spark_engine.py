@@ -25,8 +25,8 @@ import pyarrow.dataset as ds
 import pytest
 
 from support import corpus
-from tailscope.jobs import spark_engine
-from tailscope.jobs.local import AnalyzeOptions, analyze
+from tailscope.jobs.run import spark_engine
+from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 pytestmark = pytest.mark.xdist_group("spark")
 
@@ -156,7 +156,7 @@ def test_killed_run_then_rerun_loses_and_duplicates_nothing(spark, tmp_path):
     local_run([SAMPLES], tmp_path / "local")
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     # Many small replay tasks on two cores: the replay stage lasts long enough to be killed in.
-    cmd = [_spark_submit(), "--master", "local[2]", str(REPO / "jobs" / "spark_job.py"), str(SAMPLES),
+    cmd = [_spark_submit(), "--master", "local[2]", str(REPO / "jobs" / "run" / "spark_job.py"), str(SAMPLES),
            "--out", str(out), "--partitions", "64", "--quiet"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     killed_in = None

@@ -16,8 +16,7 @@ import pytest
 pytest.importorskip("h3")
 
 from tailscope.cli import main as cli_main
-from tailscope.jobs.enrich import ENRICHMENT_COLUMNS, EnrichmentOptions, enrich_dataset
-from tailscope.jobs.stats import (
+from tailscope.jobs.analytics.stats import (
     PERCENTILES,
     Slice,
     StatsError,
@@ -25,6 +24,7 @@ from tailscope.jobs.stats import (
     parse_csv_sections,
     render,
 )
+from tailscope.jobs.enrichment.enrich import ENRICHMENT_COLUMNS, EnrichmentOptions, enrich_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
@@ -53,7 +53,7 @@ def _options() -> EnrichmentOptions:
 def plain(tmp_path_factory) -> Path:
     """The samples as a dataset without enrichment columns (as written before enrichment existed)."""
     import pyarrow.parquet as pq
-    from tailscope.jobs.local import AnalyzeOptions, analyze
+    from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
     if not (SAMPLES / "clean.pcap").is_file():
         pytest.skip("no bundled samples")
@@ -69,7 +69,7 @@ def plain(tmp_path_factory) -> Path:
 def ds(tmp_path_factory) -> Path:
     """The samples analysed with the enrichment fixture (through the engine when it takes
     enrichment options, else enriched in place afterwards)."""
-    from tailscope.jobs.local import AnalyzeOptions, analyze
+    from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
     if not (SAMPLES / "clean.pcap").is_file():
         pytest.skip("no bundled samples")

@@ -6,7 +6,7 @@
 
 Batches come from Rust through the Arrow C data interface (no copy); decoding runs without the
 GIL, so other Python threads keep running. For whole runs with Parquet output and manifests use
-`tailscope.jobs.local.analyze` (what `tailscope analyze` runs).
+`tailscope.jobs.run.local.analyze` (what `tailscope analyze` runs).
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def batches(
     for k in keylogs:
         session.add_keylog(str(k))
     def tables_only(out):
-        # query_flows serves enrichment, which this API does not do (jobs/enrich.py)
+        # query_flows serves enrichment, which this API does not do (jobs/enrichment/enrich.py)
         return ((name, b) for name, b in out if name != "query_flows")
 
     for path in paths:

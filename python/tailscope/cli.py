@@ -19,14 +19,14 @@ EXIT_INTERNAL = 70  # a bug of ours (sysexits EX_SOFTWARE); TAILSCOPE_DEBUG=1 sh
 
 # (module, attribute) pairs; each register() adds one or more subparsers and sets `func`.
 COMMAND_MODULES = [
-    "tailscope.jobs.cli_analyze",
-    "tailscope.jobs.cli_db",
-    "tailscope.jobs.cli_stats",
-    "tailscope.jobs.cli_report",
-    "tailscope.jobs.cli_conn",
-    "tailscope.jobs.cli_export",
-    "tailscope.jobs.cli_plot",
-    "tailscope.jobs.cli_prune",
+    "tailscope.jobs.commands.analyze",
+    "tailscope.jobs.commands.db",
+    "tailscope.jobs.commands.stats",
+    "tailscope.jobs.commands.report",
+    "tailscope.jobs.commands.conn",
+    "tailscope.jobs.commands.export",
+    "tailscope.jobs.commands.plot",
+    "tailscope.jobs.commands.prune",
     "tailscope.capture.cli",
 ]
 

@@ -175,8 +175,8 @@ def _read(out: Path, table: str) -> list[dict]:
 
 
 def analyze(res: ScenarioResult, out_dir: Path) -> Outputs:
-    from tailscope.jobs.local import AnalyzeOptions
-    from tailscope.jobs.local import analyze as ts_analyze
+    from tailscope.jobs.run.local import AnalyzeOptions
+    from tailscope.jobs.run.local import analyze as ts_analyze
 
     out = Path(out_dir) / f"ts-{res.name}"
     if out.exists():

@@ -68,7 +68,7 @@ are printed with it.
 Part 2: attribution of the p99
 ------------------------------
 For each scenario the attribution is computed by `tailscope stats`' own code
-(`tailscope.jobs.stats.compute_stats` on the scenario's dataset, level `p99`: complete queries at
+(`tailscope.jobs.analytics.stats.compute_stats` on the scenario's dataset, level `p99`: complete queries at
 or above the nearest-rank 99th percentile of latency, a first query's latency including its
 `setup_ns`). The **top contributor** is the signature with the largest `delay` (the sum of its
 `delays` entries over the level's queries) among the rows that name a signature: the two pseudo
@@ -200,8 +200,8 @@ NOT_SCORED = {
 
 def analyze(res: ScenarioResult, work_dir: Path) -> Path:
     """tailscope's local engine on the scenario's pcap, one dataset per scenario."""
-    from tailscope.jobs.local import AnalyzeOptions
-    from tailscope.jobs.local import analyze as ts_analyze
+    from tailscope.jobs.run.local import AnalyzeOptions
+    from tailscope.jobs.run.local import analyze as ts_analyze
 
     out = Path(work_dir) / f"tsq-{res.name}"
     if out.exists():
@@ -378,7 +378,7 @@ def latency_table(checks: list, details: int = 6) -> str:
 
 def attribution(dataset: Path) -> list[dict]:
     """`tailscope stats`' attribution table (every level) for the whole dataset."""
-    from tailscope.jobs.stats import compute_stats
+    from tailscope.jobs.analytics.stats import compute_stats
 
     return compute_stats(dataset)["attribution"]
 

@@ -300,9 +300,9 @@ def _fk(f: dict) -> tuple:
 def analyze(res: ScenarioResult, work_dir: Path) -> QuicOutputs:
     import duckdb
 
-    from tailscope.jobs.db import build
-    from tailscope.jobs.local import AnalyzeOptions
-    from tailscope.jobs.local import analyze as ts_analyze
+    from tailscope.jobs.analytics.db import build
+    from tailscope.jobs.run.local import AnalyzeOptions
+    from tailscope.jobs.run.local import analyze as ts_analyze
 
     out = Path(work_dir) / f"ts-{res.name}"
     if out.exists():

@@ -115,8 +115,8 @@ class KeylogEvaluation:
 
 
 def analyze(res: ScenarioResult, work_dir: Path) -> dict:
-    from tailscope.jobs.local import AnalyzeOptions
-    from tailscope.jobs.local import analyze as ts_analyze
+    from tailscope.jobs.run.local import AnalyzeOptions
+    from tailscope.jobs.run.local import analyze as ts_analyze
 
     out = Path(work_dir) / f"ts-keylog-{res.name}"
     if out.exists():

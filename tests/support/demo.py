@@ -22,7 +22,7 @@ def have_samples() -> bool:
 
 
 def enrichment():
-    from tailscope.jobs.enrich import EnrichmentOptions
+    from tailscope.jobs.enrichment.enrich import EnrichmentOptions
 
     return EnrichmentOptions(prefixes=[FIXTURE / "prefixes.csv"], sessions=[FIXTURE / "sessions.csv"],
                              regions=FIXTURE / "regions.csv", site="lab")
@@ -30,7 +30,7 @@ def enrichment():
 
 def analyze_demo(out: Path, *inputs: str) -> Path:
     """The samples (and any other inputs) through the local engine with the enrichment fixture."""
-    from tailscope.jobs.local import AnalyzeOptions, analyze
+    from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
     analyze([*inputs, str(SAMPLES)], out, AnalyzeOptions(progress=False, enrichment=enrichment()))
     return out

@@ -3,7 +3,7 @@
 inputs → probe (time order) → one native Session per capture → staged Parquet → commit + manifest.
 The files of one capture (an agent's rotation set) go through one Session in time order, so a
 connection that spans files is one flow. What a run is asked and reports is the run model both
-engines share (jobs/run_model.py).
+engines share (jobs/run/run_model.py).
 """
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tailscope import _native
-from tailscope.jobs import ledger, reprocess
-from tailscope.jobs.dataset import StagedWriter, recover
-from tailscope.jobs.enrich_options import EnrichmentOptions, capture_site, has_sources, unenriched_summary
-from tailscope.jobs.inputs import InputFile
-from tailscope.jobs.progress import Progress
-from tailscope.jobs.pseudonymize import sidecar_problem
-from tailscope.jobs.run_model import (  # noqa: F401 - AnalyzeOptions, RunResult, ... are this engine's API too
+from tailscope.jobs.dataset import ledger
+from tailscope.jobs.dataset.staged import StagedWriter, recover
+from tailscope.jobs.enrichment.enrich_options import EnrichmentOptions, capture_site, has_sources, unenriched_summary
+from tailscope.jobs.enrichment.pseudonymize import sidecar_problem
+from tailscope.jobs.run import reprocess
+from tailscope.jobs.run.inputs import InputFile
+from tailscope.jobs.run.progress import Progress
+from tailscope.jobs.run.run_model import (  # noqa: F401 - AnalyzeOptions, RunResult, ... are this engine's API too
     DEFAULTS,
     SESSION_COUNTERS,
     AnalyzeOptions,
@@ -105,7 +106,7 @@ def take_new(planned: list[Planned], reports: list[FileReport], out: Path) -> li
 
 
 def batches_pass_through_python(options: AnalyzeOptions) -> bool:
-    """Do the flows and queries batches come back to Python (jobs/enrich.py, then the
+    """Do the flows and queries batches come back to Python (jobs/enrichment/enrich.py, then the
     pseudonyms made after it)? Not without enrichment sources or pseudonyms: the native core
     then appends the unknown enrichment columns itself and writes every table, and pyarrow is
     never loaded."""
@@ -136,7 +137,7 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
     check_selection(options)
     enricher = None
     if batches_pass_through_python(options):
-        from tailscope.jobs.enrich import open_enrichment
+        from tailscope.jobs.enrichment.enrich import open_enrichment
 
         enricher = open_enrichment(options.enrichment)
     pseudonymizer = open_pseudonymizer(options)

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from tailscope.jobs.tabular import FORMATS
+from tailscope.jobs.analytics.tabular import FORMATS
 
 EPILOG = """\
 examples:
@@ -52,7 +52,7 @@ def duckdb_shell() -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tailscope.jobs.db import DatasetError, build
+    from tailscope.jobs.analytics.db import DatasetError, build
 
     try:
         path = build(args.dataset, args.db)
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 def _queries(path: Path, queries: list[str], fmt: str) -> int:
     import duckdb
 
-    from tailscope.jobs import tabular
+    from tailscope.jobs.analytics import tabular
 
     con = duckdb.connect(str(path), read_only=True)
     try:

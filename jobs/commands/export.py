@@ -21,8 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tailscope.jobs.db import DatasetError, connect
-    from tailscope.jobs.zeek import write_conn_log
+    from tailscope.jobs.analytics.db import DatasetError, connect
+    from tailscope.jobs.analytics.zeek import write_conn_log
 
     try:
         con = connect(args.dataset)

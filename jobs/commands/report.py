@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tailscope.jobs.report import ReportError, ReportOptions, write_report
+    from tailscope.jobs.analytics.report import ReportError, ReportOptions, write_report
 
     if args.top < 1 or args.min_queries < 1:
         print("tailscope report: error: --top and --min-queries must be at least 1", file=sys.stderr)

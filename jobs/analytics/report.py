@@ -7,7 +7,7 @@ temporary database) and from `tailscope stats` (the field-study tables); definit
 docs/stats.md and sql/README.md. Sections, in order (SECTIONS): summary, the field-study tables,
 p99 by carrier with the signatures that make each carrier's tail and the delay charged to them,
 p99 by hexagon (the same per carrier and cell), a hexagon map, week-over-week deltas, the worst
-flows with their ids for drill-down, data quality. Plots are inline SVG (jobs/report_svg.py): the
+flows with their ids for drill-down, data quality. Plots are inline SVG (jobs/analytics/report_svg.py): the
 HTML loads nothing from anywhere. The Markdown carries the same tables without the plots.
 Also written: hexagons-<week>.geojson, the week's cells with their p99 (a Grafana GeoJSON layer
 can draw it; dashboards/README.md).
@@ -22,8 +22,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tailscope.jobs import report_svg as svg
-from tailscope.jobs.stats import WEEK_RE, Slice, compute_stats, fmt_duration, fmt_share
+from tailscope.jobs.analytics import report_svg as svg
+from tailscope.jobs.analytics.stats import WEEK_RE, Slice, compute_stats, fmt_duration, fmt_share
 
 SECTIONS = [
     ("summary", "Summary"),
@@ -90,7 +90,7 @@ def _top_signatures(rows: list[dict], key: tuple, n: int) -> dict[tuple, list[di
 def collect(dataset: Path, options: ReportOptions) -> dict:
     """Every number of the report, as plain data (rendered by render_html / render_markdown)."""
     import duckdb
-    from tailscope.jobs.db import DatasetError, build
+    from tailscope.jobs.analytics.db import DatasetError, build
 
     dataset = Path(dataset)
     if options.week is not None and not WEEK_RE.match(options.week):
@@ -277,7 +277,7 @@ def _headlines(d: dict) -> list[str]:
 
 def _network_table(d: dict) -> tuple[list[str], list[list[str]]]:
     """The field study's network table: this week, last week, and one column per carrier."""
-    from tailscope.jobs.stats import _network_cell
+    from tailscope.jobs.analytics.stats import _network_cell
 
     cols: list[tuple[str, list[dict]]] = []
     if d["stats"]:

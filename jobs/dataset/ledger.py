@@ -1,7 +1,7 @@
 """The ledger of processed inputs: which capture files a dataset already holds.
 
 It is read from the committed run manifests (``<out>/_runs/<run_id>.json``), which list every
-input with its sha256 and status. A manifest is the commit point of its run (jobs/dataset.py), so
+input with its sha256 and status. A manifest is the commit point of its run (jobs/dataset/staged.py), so
 the ledger changes in the same atomic step as the data: a run killed midway left no manifest and
 none of its inputs count as processed. Files are known by content, not by name, so a file shipped
 twice (an agent retry, a copy in another landing-zone folder) is read once.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from tailscope.jobs.dataset import committed_runs
-from tailscope.jobs.storage import join, location
+from tailscope.jobs.dataset.staged import committed_runs
+from tailscope.jobs.dataset.storage import join, location
 
 # A partial file's frames before the error are in the dataset: reading it again would duplicate
 # them. A failed file contributed nothing and is retried by the next run.
@@ -41,7 +41,7 @@ class Ledger:
         self.entries: dict[str, list[Entry]] = {}
         self.by_capture: dict[str, list[Entry]] = {}
         # capture_id → runs whose parts hold rows of it (the runs that analysed it, and the runs
-        # that carried its rows over when a --reprocess rewrote a part it shared, jobs/reprocess.py)
+        # that carried its rows over when a --reprocess rewrote a part it shared, jobs/run/reprocess.py)
         self.holders: dict[str, set[str]] = {}
         for manifest in sorted(committed_runs(out)):
             path = join(out, "_runs", f"{manifest}.json")

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 
 from tailscope import _native
-from tailscope.jobs.storage import join, location
+from tailscope.jobs.dataset.storage import join, location
 
 # The column whose UTC day partitions each table (one rule, in the native writer).
 TABLES_BY_DATE: dict[str, str] = dict(_native.tables_by_date())
@@ -60,7 +60,7 @@ def recover(out) -> list[str]:
 
 
 def finish_retirements(out) -> list[str]:
-    """Delete the parts a committed run retired (jobs/reprocess.py) that are still there: the
+    """Delete the parts a committed run retired (jobs/run/reprocess.py) that are still there: the
     run was killed after its commit point, before it deleted them."""
     loc = location(out)
     removed = []
@@ -143,7 +143,7 @@ class StagedWriter:
             self.native.write(table, batch)
 
     def write_files(self, rows: list[dict]) -> None:
-        """The `files` table from its rows (jobs/run_model.file_rows)."""
+        """The `files` table from its rows (jobs/run/run_model.file_rows)."""
         self.native.write_files(rows)
 
     def close(self) -> list[StagedPart]:

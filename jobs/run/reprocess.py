@@ -1,7 +1,7 @@
 """`analyze --reprocess`: replace the rows of inputs the dataset already holds.
 
 An input's rows are its capture's rows (every table carries `capture_id`; the files of one
-rotation set are one capture, jobs/local.py), so reprocessing takes a whole capture: naming one
+rotation set are one capture, jobs/run/local.py), so reprocessing takes a whole capture: naming one
 file of a capture without the others is refused, as their rows would go with it. The old rows
 leave with the run that adds the new ones:
 
@@ -10,15 +10,15 @@ leave with the run that adds the new ones:
 2. the new run publishes its parts and its manifest, which lists the old parts as `retired` and
    the captures it carried over as `carried_captures` (so a later --reprocess finds them);
 3. the retired parts are deleted. A run killed between 2 and 3 left them behind: recovery
-   (jobs/dataset.py) deletes what a committed manifest retired, before the next run.
+   (jobs/dataset/staged.py) deletes what a committed manifest retired, before the next run.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tailscope.jobs.dataset import TABLES_BY_DATE, UNPARTITIONED, StagedWriter, run_id_of
-from tailscope.jobs.ledger import Ledger, LedgerError
-from tailscope.jobs.storage import join, location
+from tailscope.jobs.dataset.ledger import Ledger, LedgerError
+from tailscope.jobs.dataset.staged import TABLES_BY_DATE, UNPARTITIONED, StagedWriter, run_id_of
+from tailscope.jobs.dataset.storage import join, location
 
 
 @dataclass

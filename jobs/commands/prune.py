@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tailscope.jobs import prune
+    from tailscope.jobs.dataset import prune
 
     try:
         age = prune.parse_age(args.older_than)

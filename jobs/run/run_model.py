@@ -1,7 +1,7 @@
 """The run model both engines share: what a run is asked (AnalyzeOptions), how its inputs are
 planned (resolved, grouped into captures, ordered in time), what it reports per file
 (FileReport) and in total (the run manifest, the `files` table), and the checks made before any
-input is read. The local engine (jobs/local.py) and the Spark engine (jobs/spark_engine.py) each
+input is read. The local engine (jobs/run/local.py) and the Spark engine (jobs/run/spark_engine.py) each
 drive the native core their own way over this model.
 """
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pathlib import Path
 
 from tailscope import __version__
 from tailscope import _native
-from tailscope.jobs.enrich_options import EnrichmentOptions
-from tailscope.jobs.inputs import InputFile, resolve
-from tailscope.jobs.pseudonymize import Pseudonymizer, fingerprint, load_key
-from tailscope.jobs.storage import filesystem, is_url
+from tailscope.jobs.dataset.storage import filesystem, is_url
+from tailscope.jobs.enrichment.enrich_options import EnrichmentOptions
+from tailscope.jobs.enrichment.pseudonymize import Pseudonymizer, fingerprint, load_key
+from tailscope.jobs.run.inputs import InputFile, resolve
 
 MANIFEST_SCHEMA_VERSION = 1
 # The session defaults (flow timeouts, flow table size, batch size): one table, in Rust.
@@ -39,10 +39,10 @@ class AnalyzeOptions:
     max_flows: int = DEFAULTS["max_flows"]
     batch_rows: int = DEFAULTS["batch_rows"]
     checksums: bool = True
-    # take only inputs whose content no committed run processed (jobs/ledger.py); off, a run
+    # take only inputs whose content no committed run processed (jobs/dataset/ledger.py); off, a run
     # appends whatever it is given (the same input twice is then counted twice)
     incremental: bool = True
-    # analyse inputs the dataset holds again and replace their captures' rows (jobs/reprocess.py)
+    # analyse inputs the dataset holds again and replace their captures' rows (jobs/run/reprocess.py)
     reprocess: bool = False
     progress: bool = True
     # captures analysed at once (each capture group on its own thread; the native core releases
@@ -52,7 +52,7 @@ class AnalyzeOptions:
     # SSLKEYLOGFILE paths: QUIC connections they hold secrets for are decrypted (explicit only:
     # the SSLKEYLOGFILE environment variable is never read).
     keylogs: list[str] = field(default_factory=list)
-    # a Crypto-PAn key file: client addresses are stored as their pseudonyms (jobs/pseudonymize.py)
+    # a Crypto-PAn key file: client addresses are stored as their pseudonyms (jobs/enrichment/pseudonymize.py)
     pseudonymize_key: str | None = None
     # the frames to take: [since, until) in ns since the epoch, and tcpdump's filter language
     since_ns: int | None = None

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tailscope.jobs.tabular import FORMATS
+from tailscope.jobs.analytics.tabular import FORMATS
 
 # The default listing: who talked to whom, how much, how fast, and what went wrong (the columns a
 # tcptrace -l or conn.log reader looks at first). -c picks any columns of the flows view.
@@ -67,8 +67,8 @@ def listing_sql(columns: list[str], where: str | None, limit: int | None) -> str
 def run(args: argparse.Namespace) -> int:
     import duckdb
 
-    from tailscope.jobs import tabular
-    from tailscope.jobs.db import DatasetError, connect
+    from tailscope.jobs.analytics import tabular
+    from tailscope.jobs.analytics.db import DatasetError, connect
 
     if args.limit is not None and args.limit < 0:
         print("tailscope conn: error: --limit must be at least 0", file=sys.stderr)

@@ -111,7 +111,7 @@ class Local:
 class Remote:
     """A dataset on object storage or HDFS through fsspec. There is no atomic rename of a
     directory, but there need not be: a run's parts are moved one by one and only its manifest,
-    one object written in a single PUT, makes them count (jobs/dataset.py)."""
+    one object written in a single PUT, makes them count (jobs/dataset/staged.py)."""
 
     remote = True
 

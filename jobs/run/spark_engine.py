@@ -1,6 +1,6 @@
 """The Spark engine: the local engine's native core, distributed (docs/spark.md).
 
-driver    resolve, probe and order the inputs (jobs/local.py), drop what the ledger holds
+driver    resolve, probe and order the inputs (jobs/run/local.py), drop what the ledger holds
 stage 1   decode: one task per file; a native FrameSplitter emits the decodable frames, each
           tagged with its group of flows (5-tuple; server endpoint for UDP so QUIC migration
           stays whole), and stages the file's accounting as JSON
@@ -11,8 +11,8 @@ stage 2   shuffle frames by (capture, group), sort each partition by (capture, g
           stages its own Parquet parts and returns their names
 driver    publish the parts of the attempts Spark accepted, the files table and the manifest
 
-Only the manifest makes a run visible (jobs/dataset.py), and the ledger of processed files is
-those manifests (jobs/ledger.py): a run killed at any point leaves nothing a reader counts, and
+Only the manifest makes a run visible (jobs/dataset/staged.py), and the ledger of processed files is
+those manifests (jobs/dataset/ledger.py): a run killed at any point leaves nothing a reader counts, and
 the next run does the work again.
 """
 from __future__ import annotations
@@ -33,11 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tailscope import _native
-from tailscope.jobs.dataset import StagedPart, StagedWriter, recover
-from tailscope.jobs.enrich import EnrichmentOptions, open_enrichment
-from tailscope.jobs import ledger, reprocess, storage
-from tailscope.jobs.pseudonymize import Pseudonymizer, load_key, sidecar_problem
-from tailscope.jobs.run_model import (
+from tailscope.jobs.dataset import ledger, storage
+from tailscope.jobs.dataset.staged import StagedPart, StagedWriter, recover
+from tailscope.jobs.enrichment.enrich import EnrichmentOptions, open_enrichment
+from tailscope.jobs.enrichment.pseudonymize import Pseudonymizer, load_key, sidecar_problem
+from tailscope.jobs.run import reprocess
+from tailscope.jobs.run.run_model import (
     SESSION_COUNTERS,
     AnalyzeOptions,
     FileReport,
@@ -440,7 +441,7 @@ def analyze(
 
 
 def _plan_decoded(files, stats: dict[int, dict], reports: list[FileReport], options: AnalyzeOptions, done: dict):
-    """The local engine's plan (jobs/local.py _plan), from what the decode stage found: files that
+    """The local engine's plan (jobs/run/local.py _plan), from what the decode stage found: files that
     could not be opened fail, the rest are ordered by capture group and first frame time. Files
     whose content a committed run processed (a copy under another name) are dropped."""
     planned, dropped = [], []

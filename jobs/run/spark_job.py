@@ -1,6 +1,6 @@
 """The Spark job as spark-submit runs it (docs/spark.md):
 
-    spark-submit --master URL jobs/spark_job.py INPUT... --out DIR [tailscope analyze options]
+    spark-submit --master URL jobs/run/spark_job.py INPUT... --out DIR [tailscope analyze options]
 
 The options are `tailscope analyze`'s; the engine is Spark and the master is spark-submit's
 (unless --spark-master names another). Exit status as `tailscope analyze`.

@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tailscope.jobs.plot import PlotError, draw, load_flow
+    from tailscope.jobs.analytics.plot import PlotError, draw, load_flow
 
     out = args.out or Path(f"flow-{args.flow}.png")
     if out.suffix.lower() not in (".png", ".svg"):

@@ -14,7 +14,7 @@ import duckdb
 import pyarrow as pa
 
 from tailscope import _native
-from tailscope.jobs.enrich import enriched_schema
+from tailscope.jobs.enrichment.enrich import enriched_schema
 
 TABLES = ("packets", "flows", "queries", "events", "files")
 DB_NAME = "tailscope.duckdb"
@@ -50,7 +50,7 @@ def _empty_schema(table: str) -> pa.Schema:
         return _native.event_schema()
     if table == "queries":
         return enriched_schema(_native.query_schema())
-    from tailscope.jobs.run_model import files_table
+    from tailscope.jobs.run.run_model import files_table
 
     return files_table([], "").schema
 
@@ -91,7 +91,7 @@ def install(con, dataset: Path) -> None:
             partitioned = table != "files"
             glob = str(dataset / table / ("*/*.parquet" if partitioned else "*.parquet"))
             source = f"read_parquet({_sql_str(glob)}, hive_partitioning={str(partitioned).lower()}, union_by_name=true)"
-            # the retention horizon (jobs/prune.py), read when a query runs: the commit point of a prune
+            # the retention horizon (jobs/dataset/prune.py), read when a query runs: the commit point of a prune
             sources[table] = f"(SELECT * FROM {source} WHERE CAST(\"date\" AS DATE) >= {horizon})" if partitioned else source
         else:
             empty = pa.table({f.name: pa.array([], type=_stored_type(f.type)) for f in _empty_schema(table)})
@@ -109,7 +109,7 @@ def install(con, dataset: Path) -> None:
 def _horizon_sql(dataset: Path) -> str:
     """The first day the views show: read from the dataset's `_retention.json` when each query
     runs (so a prune is seen by databases built before it), created when missing."""
-    from tailscope.jobs.prune import NO_HORIZON, RETENTION_FILE, retention_text
+    from tailscope.jobs.dataset.prune import NO_HORIZON, RETENTION_FILE, retention_text
 
     path = dataset / RETENTION_FILE
     if not path.exists():

@@ -1,4 +1,4 @@
-"""Small, dependency-free SVG charts for the weekly report (jobs/report.py).
+"""Small, dependency-free SVG charts for the weekly report (jobs/analytics/report.py).
 
 Every function returns an ``<svg>`` element as a string, to be inlined in HTML: no scripts, no
 external resources, native ``<title>`` tooltips. Sizes are in CSS pixels; the SVGs scale with

@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tailscope.jobs.stats import (
+    from tailscope.jobs.analytics.stats import (
         Slice,
         StatsError,
         compute_stats,

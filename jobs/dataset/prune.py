@@ -1,7 +1,7 @@
 """Retention: `tailscope prune DATASET --older-than 30d` removes whole days of data.
 
 A prune has one commit point, the dataset's retention horizon (`_retention.json`, written
-atomically): every view of the dataset (jobs/db.py) shows only the days on or after it, so a
+atomically): every view of the dataset (jobs/analytics/db.py) shows only the days on or after it, so a
 reader sees the dataset before the prune or after it, never a part of it. Then, in order:
 
 1. the inputs whose every packet came before the horizon leave the ledger (their run manifest
@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tailscope.jobs.dataset import TABLES_BY_DATE, committed_runs
-from tailscope.jobs.ledger import PROCESSED_STATUSES
+from tailscope.jobs.dataset.ledger import PROCESSED_STATUSES
+from tailscope.jobs.dataset.staged import TABLES_BY_DATE, committed_runs
 
 RETENTION_FILE = "_retention.json"
 NO_HORIZON = "0001-01-01"
@@ -47,7 +47,7 @@ def parse_age(text: str) -> dt.timedelta:
 
 def retention_text(horizon: str, pruned_at: str | None = None) -> str:
     """The horizon file: one JSON document. The views read it with its format and column fixed
-    (jobs/db.py), never sniffed: a sniffing read opens the file twice per query (detection,
+    (jobs/analytics/db.py), never sniffed: a sniffing read opens the file twice per query (detection,
     then the read), and across the atomic replace of a prune the two opens could see two
     different files (a CI run failed so: "Malformed JSON ... line 2")."""
     doc = {"horizon": horizon} | ({"pruned_at": pruned_at} if pruned_at else {})

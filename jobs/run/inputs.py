@@ -34,7 +34,7 @@ class InputFile:
     size: int
     capture_id: str | None = None  # from an agent manifest sidecar, when present
     sidecar: dict | None = None
-    url: str | None = None  # set for inputs on object storage / HDFS (jobs/storage.py)
+    url: str | None = None  # set for inputs on object storage / HDFS (jobs/dataset/storage.py)
     stdin: bool = False  # `-`: a capture streamed on standard input (size unknown, read once)
 
 
@@ -75,7 +75,7 @@ def _add(resolved: Resolved, seen: set[Path], path: Path, label: str) -> None:
 
 def _resolve_url(resolved: Resolved, name: str) -> None:
     """A landing zone on object storage or HDFS: a file, a prefix (walked) or a glob."""
-    from tailscope.jobs import storage
+    from tailscope.jobs.dataset import storage
 
     try:
         fs, root = storage.filesystem(name)
@@ -116,7 +116,7 @@ STDIN_LABEL = "<stdin>"
 
 
 def resolve(names: list[str]) -> Resolved:
-    from tailscope.jobs.storage import is_url
+    from tailscope.jobs.dataset.storage import is_url
 
     resolved = Resolved()
     seen: set[Path] = set()

@@ -1,6 +1,6 @@
 """What a run's enrichment reads (docs/enrichment.md), and the summary of a run without sources.
 
-Kept apart from jobs/enrich.py, which does the work over Arrow batches: a run without enrichment
+Kept apart from jobs/enrichment/enrich.py, which does the work over Arrow batches: a run without enrichment
 sources never loads that module (nor pyarrow); the native core appends the unknown columns itself
 (signatures/src/enrichment.rs).
 """
@@ -58,7 +58,7 @@ def has_sources(options: EnrichmentOptions | None) -> bool:
 
 def unenriched_summary(options: EnrichmentOptions | None, flows: int, queries: int, flows_without_site: int) -> dict:
     """The manifest's enrichment summary of a run without sources (the keys of
-    jobs/enrich.EnrichmentContext.summary): every flow unknown but for its capture's site."""
+    jobs/enrichment/enrich.EnrichmentContext.summary): every flow unknown but for its capture's site."""
     o = options or EnrichmentOptions()
     return {
         "sources": {"h3_res": o.h3_res, "site": default_site(o)},

@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tailscope import _native
-from tailscope.jobs.enrich_options import DEFAULT_H3_RES, EnrichmentError, EnrichmentOptions, default_site  # noqa: F401 - this module's API too
+from tailscope.jobs.enrichment.enrich_options import DEFAULT_H3_RES, EnrichmentError, EnrichmentOptions, default_site  # noqa: F401 - this module's API too
 
 UNKNOWN = _native.ENRICHMENT_UNKNOWN
 

@@ -86,7 +86,7 @@ def _sql_str(text: str) -> str:
 def _connect(dataset: Path):
     import duckdb
 
-    from tailscope.jobs.db import install
+    from tailscope.jobs.analytics.db import install
 
     con = duckdb.connect()
     con.execute("SET TimeZone='UTC'")
@@ -144,7 +144,7 @@ def _select_flows(con, columns: set[str], slice_: Slice, by: str | None) -> None
         if dim == "hexagon":
             values = _expand_hexagons(con, values)
         elif dim == "network_type":
-            from tailscope.jobs.enrich import normalize_network_type
+            from tailscope.jobs.enrichment.enrich import normalize_network_type
 
             values = [normalize_network_type(v) for v in values]
         if dim == "week":

@@ -144,10 +144,10 @@ def run(args: argparse.Namespace) -> int:
     # record batches come from Rust, not from this pool). Read once, at the pool's first use, so
     # it is set before pyarrow is imported; an explicit setting wins.
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-    from tailscope.jobs.enrich_options import EnrichmentError, EnrichmentOptions
-    from tailscope.jobs.local import analyze, batches_pass_through_python
-    from tailscope.jobs.run_model import AnalyzeOptions, SelectionError
-    from tailscope.jobs.summary import print_summary
+    from tailscope.jobs.enrichment.enrich_options import EnrichmentError, EnrichmentOptions
+    from tailscope.jobs.run.local import analyze, batches_pass_through_python
+    from tailscope.jobs.run.run_model import AnalyzeOptions, SelectionError
+    from tailscope.jobs.run.summary import print_summary
 
     for name, value in (("--tcp-idle-timeout", args.tcp_idle_timeout), ("--udp-idle-timeout", args.udp_idle_timeout), ("--max-flows", args.max_flows)):
         if value <= 0:
@@ -213,15 +213,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"tailscope analyze: error: --spark-conf {item!r}: expected KEY=VALUE", file=sys.stderr)
             return EXIT_USAGE
         conf[key] = value
-    from tailscope.jobs.ledger import LedgerError
-    from tailscope.jobs.pseudonymize import PseudonymKeyError, key_warning
+    from tailscope.jobs.dataset.ledger import LedgerError
+    from tailscope.jobs.enrichment.pseudonymize import PseudonymKeyError, key_warning
 
     if args.pseudonymize_clients and (warning := key_warning(args.pseudonymize_clients)):
         print(f"tailscope analyze: warning: {warning}", file=sys.stderr)
     usage_errors = [EnrichmentError, LedgerError, PseudonymKeyError, SelectionError]
     try:
         if args.engine == "spark":
-            from tailscope.jobs import spark_engine
+            from tailscope.jobs.run import spark_engine
 
             usage_errors.append(spark_engine.SparkUnavailable)
             spark_options = spark_engine.SparkOptions(master=args.spark_master, partitions=args.partitions, conf=conf)

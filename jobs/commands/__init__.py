@@ -1,0 +1,1 @@
+"""The `tailscope` subcommands, one module each (registered in python/tailscope/cli.py)."""

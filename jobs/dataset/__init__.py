@@ -1,0 +1,1 @@
+"""The stored dataset: staged commit, ledger of processed inputs, retention, storage paths."""

@@ -1,0 +1,1 @@
+"""Enrichment of the flows and queries tables, and client-address pseudonyms."""
