@@ -21,7 +21,7 @@ pub enum Value {
 }
 
 /// Every default by its option name (the keyword of the native constructors and of
-/// `tailscope.jobs.local.Options`).
+/// `tailscope.jobs.run.run_model.AnalyzeOptions`).
 pub const TABLE: [(&str, Value); 5] = [
     ("tcp_idle_timeout_s", Value::Seconds(TCP_IDLE_TIMEOUT_S)),
     ("udp_idle_timeout_s", Value::Seconds(UDP_IDLE_TIMEOUT_S)),

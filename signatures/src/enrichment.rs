@@ -1,5 +1,5 @@
 //! The enrichment columns of `flows` and `queries` and what they hold before any source is read
-//! (`jobs/enrich.py` fills them from prefix tables, an ASN database and app-telemetry sessions;
+//! (`jobs/enrichment/enrich.py` fills them from prefix tables, an ASN database and app-telemetry sessions;
 //! docs/enrichment.md). Without sources the native core appends them itself, so a run without
 //! enrichment never hands a batch to Python.
 

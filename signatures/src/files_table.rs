@@ -1,5 +1,5 @@
 //! The `files` table: one row per input file of a run, what was read from it and what became of
-//! it (docs/schemas.md). The engines fill the rows (jobs/run_model.py); the columns are here.
+//! it (docs/schemas.md). The engines fill the rows (jobs/run/run_model.py); the columns are here.
 
 use std::sync::Arc;
 

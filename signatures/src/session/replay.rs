@@ -1,4 +1,4 @@
-//! A Session cut in two halves for a distributed engine (jobs/spark_engine.py):
+//! A Session cut in two halves for a distributed engine (jobs/run/spark_engine.py):
 //!
 //! 1. [`FrameSplitter`] reads one capture file and emits its decodable frames as Arrow rows, each
 //!    with the *group* of flows it belongs to; every frame read is counted in [`FileStats`]

@@ -1,5 +1,5 @@
 //! The dataset's part files: each table's record batches written as date-partitioned Parquet
-//! under a run's staging directory (the commit that moves them into place is `jobs/dataset.py`).
+//! under a run's staging directory (the commit that moves them into place is `jobs/dataset/staged.py`).
 //!
 //! [`PartWriter`] does the writing; [`WriterThread`] runs one on its own thread so encoding and
 //! compression overlap the analysis that produces the next batches.
@@ -13,7 +13,7 @@ pub use parts::{PartWriter, StagedPart, StoreError};
 pub use thread::{Closed, Sink, WriterThread};
 
 /// The column whose UTC day partitions each table; tables not listed have one unpartitioned
-/// directory. (`jobs/dataset.py` reads this list through the native module.)
+/// directory. (`jobs/dataset/staged.py` reads this list through the native module.)
 pub const TABLES_BY_DATE: [(&str, &str); 4] =
     [("packets", "ts"), ("flows", "start"), ("events", "ts"), ("queries", "start")];
 
