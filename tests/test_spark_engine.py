@@ -33,7 +33,10 @@ pytestmark = pytest.mark.xdist_group("spark")
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"
 TABLES = ("packets", "flows", "events", "queries", "files")
-SPARK = spark_engine.SparkOptions(master="local[2]", partitions=4)
+SPARK = spark_engine.SparkOptions(master="local[2]")
+# The frame shuffle (--spark-split-captures): a capture's flows over many tasks.
+SPLIT = spark_engine.SparkOptions(master="local[2]", partitions=4, split_captures=True)
+PLANS = pytest.mark.parametrize("plan", [SPARK, SPLIT], ids=["capture_groups", "split_captures"])
 
 
 @pytest.fixture(scope="module")
@@ -67,28 +70,31 @@ def assert_same_tables(local: Path, spark_out: Path) -> dict[str, int]:
     return counts
 
 
-def spark_run(inputs, out, **kw):
+def spark_run(inputs, out, plan=SPARK, **kw):
     options = AnalyzeOptions(progress=False, incremental=kw.pop("incremental", True), **kw)
-    return spark_engine.analyze([str(i) for i in inputs], out, options, SPARK)
+    return spark_engine.analyze([str(i) for i in inputs], out, options, plan)
 
 
 def local_run(inputs, out, **kw):
     return analyze([str(i) for i in inputs], out, AnalyzeOptions(progress=False, **kw))
 
 
-def test_corpus_identical(spark, corpus_run, tmp_path):
-    result = spark_run([corpus.corpus_dir() / "pcaps"], tmp_path / "spark")
+@PLANS
+def test_corpus_identical(spark, plan, corpus_run, tmp_path):
+    result = spark_run([corpus.corpus_dir() / "pcaps"], tmp_path / "spark", plan)
     counts = assert_same_tables(corpus_run.out, tmp_path / "spark")
     assert counts["packets"] > 9000 and counts["flows"] > 200 and counts["files"] == len(corpus.pcap_names())
     m, ml = result.manifest["totals"], corpus_run.manifest["totals"]
     for key in ("frames", "decoded", "skipped", "skipped_by_reason", "flows", "flows_evicted", "rows"):
         assert m[key] == ml[key], key
     assert result.manifest["engine"] == "spark" and result.manifest["spark"]["master"] == "local[2]"
+    assert result.manifest["spark"]["plan"] == ("split_captures" if plan.split_captures else "capture_groups")
 
 
-def test_lab_samples_identical(spark, tmp_path):
+@PLANS
+def test_lab_samples_identical(spark, plan, tmp_path):
     local_run([SAMPLES], tmp_path / "local")
-    spark_run([SAMPLES], tmp_path / "spark")
+    spark_run([SAMPLES], tmp_path / "spark", plan)
     counts = assert_same_tables(tmp_path / "local", tmp_path / "spark")
     assert counts["queries"] > 0 and counts["events"] > 0
 
@@ -111,10 +117,11 @@ def split_pcap(src: Path, dest_dir: Path, at_frame: int) -> list[Path]:
     return out
 
 
-def test_connection_split_across_rotated_files(spark, tmp_path):
+@PLANS
+def test_connection_split_across_rotated_files(spark, plan, tmp_path):
     files = split_pcap(SAMPLES / "bufferbloat.pcap", tmp_path / "rot", at_frame=300)
     local_run(files, tmp_path / "local")
-    spark_run(files, tmp_path / "spark")
+    spark_run(files, tmp_path / "spark", plan)
     assert_same_tables(tmp_path / "local", tmp_path / "spark")
     flows = [json.loads(r) for r in rows(tmp_path / "spark", "flows")]
     spanning = [f for f in flows if f["first_file"] != f["last_file"]]
@@ -135,10 +142,11 @@ def test_incremental_takes_only_new_files(spark, tmp_path):
     assert len(set(after)) == len(after), "a packet row twice"
 
 
-def test_bad_inputs_are_reported_and_the_rest_processed(spark, tmp_path):
+@PLANS
+def test_bad_inputs_are_reported_and_the_rest_processed(spark, plan, tmp_path):
     bad = tmp_path / "bad.pcap"
     bad.write_bytes(b"\xd4\xc3\xb2\xa1" + b"\x00" * 7)
-    result = spark_run([SAMPLES / "clean.pcap", bad, tmp_path / "missing.pcap"], tmp_path / "out")
+    result = spark_run([SAMPLES / "clean.pcap", bad, tmp_path / "missing.pcap"], tmp_path / "out", plan)
     by_path = {f.path: f for f in result.files}
     assert by_path[str(SAMPLES / "clean.pcap")].status == "ok"
     assert by_path[str(bad)].status == "failed" and str(bad) in by_path[str(bad)].error
@@ -151,13 +159,16 @@ def _spark_submit() -> str:
     return str(exe) if exe.exists() else "spark-submit"
 
 
-def test_killed_run_then_rerun_loses_and_duplicates_nothing(spark, tmp_path):
+@pytest.mark.parametrize("split", [False, True], ids=["capture_groups", "split_captures"])
+def test_killed_run_then_rerun_loses_and_duplicates_nothing(spark, tmp_path, split):
     out = tmp_path / "out"
     local_run([SAMPLES], tmp_path / "local")
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    # Many small replay tasks on two cores: the replay stage lasts long enough to be killed in.
+    # Many small replay tasks on two cores: the replay stage lasts long enough to be killed in
+    # (with a task per capture group, samples/ holds a dozen groups).
+    plan = ["--spark-split-captures", "--partitions", "64"] if split else []
     cmd = [_spark_submit(), "--master", "local[2]", str(REPO / "jobs" / "run" / "spark_job.py"), str(SAMPLES),
-           "--out", str(out), "--partitions", "64", "--quiet"]
+           "--out", str(out), *plan, "--quiet"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     killed_in = None
     deadline = time.monotonic() + 300
@@ -175,7 +186,7 @@ def test_killed_run_then_rerun_loses_and_duplicates_nothing(spark, tmp_path):
         proc.wait()
     assert killed_in == "replay", f"the run ended before its replay stage could be killed (rc {proc.returncode}): {proc.stderr.read()[-2000:]!r}"
     assert not list(out.glob("_runs/*.json")), "a killed run committed"
-    rerun = spark_run([SAMPLES], out)
+    rerun = spark_run([SAMPLES], out, SPLIT if split else SPARK)
     assert rerun.manifest["recovered_leftovers"], "the killed run's staging was not cleaned up"
     assert_same_tables(tmp_path / "local", out)
 
@@ -193,14 +204,15 @@ def test_cli_engine_spark_help_and_errors(tmp_path):
     assert r.returncode == 2 and "needs Java 17+" in r.stderr
 
 
-def test_quic_keylog_identical(spark, tmp_path):
+@PLANS
+def test_quic_keylog_identical(spark, plan, tmp_path):
     pytest.importorskip("aioquic")
     from tests.support import quicsim
 
     sim = quicsim.run(tmp_path / "sim", requests=3, response_bytes=60_000, drop_s2c={20, 21, 35, 60}, drop_c2s={8, 15})
     local = analyze([str(sim.pcap)], tmp_path / "local", AnalyzeOptions(progress=False, keylogs=[str(sim.keylog)]))
     result = spark_engine.analyze([str(sim.pcap)], tmp_path / "spark",
-                                  AnalyzeOptions(progress=False, keylogs=[str(sim.keylog)]), SPARK)
+                                  AnalyzeOptions(progress=False, keylogs=[str(sim.keylog)]), plan)
     assert_same_tables(tmp_path / "local", tmp_path / "spark")
     assert result.manifest["totals"]["quic_keylog"] == local.manifest["totals"]["quic_keylog"] == \
         {"decrypted": 1, "not_in_keylog": 0, "unsupported_cipher": 0}
@@ -270,7 +282,8 @@ def test_landing_zone_and_dataset_on_s3(spark, tmp_path, monkeypatch):
     assert len(list((root / "datasets" / "ds" / "_runs").glob("*.json"))) == 2
 
 
-def test_pseudonyms_identical_to_the_local_engine(spark, tmp_path):
+@PLANS
+def test_pseudonyms_identical_to_the_local_engine(spark, plan, tmp_path):
     """Issue 19: the same inputs and key give the same pseudonyms (and every other column) in
     both engines; the executors get the key from the driver, not from the key file."""
     key = tmp_path / "key.hex"
@@ -278,7 +291,7 @@ def test_pseudonyms_identical_to_the_local_engine(spark, tmp_path):
     inputs = [SAMPLES / "mobile_mixed.pcap", SAMPLES / "clean_ipv6.pcap"]
     # with --packets tagged too: the executors' sessions keep the same packet rows
     local_run(inputs, tmp_path / "local", pseudonymize_key=str(key), packets="tagged")
-    spark_run(inputs, tmp_path / "spark", pseudonymize_key=str(key), packets="tagged")
+    spark_run(inputs, tmp_path / "spark", plan, pseudonymize_key=str(key), packets="tagged")
     assert_same_tables(tmp_path / "local", tmp_path / "spark")
     flows = [json.loads(r) for r in rows(tmp_path / "spark", "flows")]
     local_run(inputs, tmp_path / "plain")
@@ -286,14 +299,15 @@ def test_pseudonyms_identical_to_the_local_engine(spark, tmp_path):
     assert flows and not plain & {f["client_ip"] for f in flows}
 
 
-def test_rerun_and_reprocess(spark, tmp_path):
+@PLANS
+def test_rerun_and_reprocess(spark, plan, tmp_path):
     """Issue 17, as on the local engine: a second run takes nothing; --reprocess replaces the
     rows, in the same commit, and the tables equal a single local run's."""
     inputs = [SAMPLES / "clean.pcap", SAMPLES / "tail_loss.pcap"]
     local_run(inputs, tmp_path / "local")
-    spark_run(inputs, tmp_path / "spark")
-    again = spark_run(inputs, tmp_path / "spark")
+    spark_run(inputs, tmp_path / "spark", plan)
+    again = spark_run(inputs, tmp_path / "spark", plan)
     assert again.manifest["totals"]["files"] == 0 and again.manifest["totals"]["files_already_processed"] == 2
-    redo = spark_run(inputs, tmp_path / "spark", reprocess=True)
+    redo = spark_run(inputs, tmp_path / "spark", plan, reprocess=True)
     assert redo.manifest["totals"]["files"] == 2 and redo.manifest["retired"]
     assert assert_same_tables(tmp_path / "local", tmp_path / "spark")["flows"] > 0

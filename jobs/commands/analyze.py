@@ -65,7 +65,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="analyse inputs --out already holds again and replace their rows (whole captures; local datasets)")
     sg = p.add_argument_group("spark engine (docs/spark.md)")
     sg.add_argument("--spark-master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
-    sg.add_argument("--partitions", type=int, metavar="N", help="shuffle partitions of the flow replay (default: 2 per core)")
+    sg.add_argument("--spark-split-captures", action="store_true",
+                    help="spread each capture's flows over many tasks by shuffling its frames (for captures too large "
+                         "for one task; default: a task per capture group, no shuffle)")
+    sg.add_argument("--partitions", type=int, metavar="N", help="tasks the capture groups are spread over, or the shuffle partitions of --spark-split-captures (default: 2 per core)")
     sg.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration (repeatable)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress line and no per-file summary")
     p.add_argument("--json", action="store_true", help="print the run manifest as JSON instead of the summary")
@@ -145,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
     # it is set before pyarrow is imported; an explicit setting wins.
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     from tailscope.jobs.enrichment.enrich_options import EnrichmentError, EnrichmentOptions
-    from tailscope.jobs.run.local import analyze, batches_pass_through_python
+    from tailscope.jobs.run.groups import batches_pass_through_python
+    from tailscope.jobs.run.local import analyze
     from tailscope.jobs.run.run_model import AnalyzeOptions, SelectionError
     from tailscope.jobs.run.summary import print_summary
 
@@ -224,7 +228,8 @@ def run(args: argparse.Namespace) -> int:
             from tailscope.jobs.run import spark_engine
 
             usage_errors.append(spark_engine.SparkUnavailable)
-            spark_options = spark_engine.SparkOptions(master=args.spark_master, partitions=args.partitions, conf=conf)
+            spark_options = spark_engine.SparkOptions(master=args.spark_master, partitions=args.partitions, conf=conf,
+                                                      split_captures=args.spark_split_captures)
             result = spark_engine.analyze(args.inputs, args.out, options, spark_options, argv=sys.argv[1:])
         else:
             if batches_pass_through_python(options):

@@ -1,6 +1,10 @@
 """The Spark engine: the local engine's native core, distributed (docs/spark.md).
 
-driver    resolve, probe and order the inputs (jobs/run/local.py), drop what the ledger holds
+By default a task runs a whole capture group through the local engine's GroupRunner
+(jobs/run/spark_groups.py): no frame crosses the network. With --spark-split-captures, a capture's
+flows are spread over many tasks instead, by shuffling its frames:
+
+driver    resolve, probe and order the inputs (jobs/run/run_model.py), drop what the ledger holds
 stage 1   decode: one task per file; a native FrameSplitter emits the decodable frames, each
           tagged with its group of flows (5-tuple; server endpoint for UDP so QUIC migration
           stays whole), and stages the file's accounting as JSON
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
 import json
 import os
 import shutil
@@ -37,7 +42,8 @@ from tailscope.jobs.dataset import ledger, storage
 from tailscope.jobs.dataset.staged import StagedPart, StagedWriter, recover
 from tailscope.jobs.enrichment.enrich import EnrichmentOptions, open_enrichment
 from tailscope.jobs.enrichment.pseudonymize import Pseudonymizer, load_key, sidecar_problem
-from tailscope.jobs.run import reprocess
+from tailscope.jobs.run import reprocess, spark_groups
+from tailscope.jobs.run.groups import batches_pass_through_python
 from tailscope.jobs.run.run_model import (
     SESSION_COUNTERS,
     AnalyzeOptions,
@@ -67,7 +73,10 @@ MIN_JAVA = 17
 @dataclass
 class SparkOptions:
     master: str | None = None  # None: spark-submit's, else local[*]
-    partitions: int | None = None  # shuffle partitions; None: 2 per core
+    partitions: int | None = None  # tasks (capture groups) or shuffle partitions (frame replay); None: 2 per core
+    # A capture per task (default), or its frames shuffled by flow group over many tasks: for
+    # captures too large for one task (jobs/run/spark_groups.py)
+    split_captures: bool = False
     conf: dict[str, str] = field(default_factory=dict)
 
 
@@ -402,31 +411,44 @@ def analyze(
         parts: list[StagedPart] = []
         planned = []
         if files:
-            log(f"decoding {len(files)} files")
             rows = [(i, f.url or str(f.path)) for i, f in enumerate(files)]
-            files_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), "file_no int, path string")
-            from pyspark import StorageLevel
+            # Decoding is a task per file; probing reads a header (and hashes), so a task per file
+            # would cost more in task start than in work.
+            slices = len(rows) if spark_options.split_captures else min(len(rows), _partitions(spark, spark_options))
+            files_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, slices), "file_no int, path string")
+            checksums = options.checksums or options.incremental or options.reprocess
+            if spark_options.split_captures:
+                log(f"decoding {len(files)} files")
+                from pyspark import StorageLevel
 
-            frames_df = files_df.mapInArrow(
-                _decode_files(stats_dir, options.batch_rows, options.checksums or options.incremental or options.reprocess,
-                              storage.config_snapshot()), _frames_spark_schema()
-            ).persist(StorageLevel.DISK_ONLY)
-            frames_df.count()  # decode every file once; the replay reads the persisted frames
-            stats = {int(p.rsplit("/", 1)[-1][: -len(".json")]): json.loads(writer.loc.read_text(p))
-                     for p in writer.loc.listdir(stats_dir) if p.endswith(".json")}
+                frames_df = files_df.mapInArrow(
+                    _decode_files(stats_dir, options.batch_rows, checksums, storage.config_snapshot()), _frames_spark_schema()
+                ).persist(StorageLevel.DISK_ONLY)
+                frames_df.count()  # decode every file once; the replay reads the persisted frames
+                stats = {int(p.rsplit("/", 1)[-1][: -len(".json")]): json.loads(writer.loc.read_text(p))
+                         for p in writer.loc.listdir(stats_dir) if p.endswith(".json")}
+            else:
+                log(f"probing {len(files)} files")
+                probed = files_df.mapInArrow(spark_groups.probe_files(checksums, storage.config_snapshot()), "file_no int, info string")
+                stats = {r["file_no"]: json.loads(r["info"]) for r in probed.collect()}
             planned, dropped = _plan_decoded(files, stats, reports, options, known.by_content if known else {})
             already += dropped
             if options.reprocess:
                 replacement = reprocess.plan(ledger.Ledger(out), [(p.report.path, p.report.sha256) for _, p in planned])
                 if replacement:
                     retired, carried, rest = reprocess.stage_rest(out, replacement, run_id, storage.join(writer.stage, "rewrite"))
-            captures, file_map = chain_captures(planned, stats, options)
-            log(f"replaying {len(captures)} captures")
-            parts, totals = _replay(spark, spark_options, writer, frames_df, captures, file_map, options, run_id)
+            if spark_options.split_captures:
+                captures, file_map = chain_captures(planned, stats, options)
+                log(f"replaying {len(captures)} captures")
+                parts, totals = _replay(spark, spark_options, writer, frames_df, captures, file_map, options, run_id)
+            else:
+                parts, totals = _by_capture_group(spark, spark_options, writer, [p for _, p in planned], options, run_id, log)
         writer.write("files", files_table(reports, run_id))
         totals["pseudonymization"] = pseudonymization_summary(open_pseudonymizer(options))
         manifest = build_manifest(run_id, started, t0, inputs, options, reports, totals, _row_counts(writer, totals), removed, argv, already, engine="spark")
-        manifest["spark"] = {"master": spark.sparkContext.master, "version": spark.version, "partitions": _partitions(spark, spark_options)}
+        manifest["spark"] = {"master": spark.sparkContext.master, "version": spark.version,
+                             "plan": "split_captures" if spark_options.split_captures else "capture_groups",
+                             "partitions": _partitions(spark, spark_options)}
         if replacement:
             manifest["reprocessed"] = replacement.inputs
             manifest["carried_captures"] = sorted(carried)
@@ -438,6 +460,26 @@ def analyze(
         if frames_df is not None:
             frames_df.unpersist()
     return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)
+
+
+def _by_capture_group(spark, spark_options, writer: StagedWriter, planned: list[Planned], options: AnalyzeOptions, run_id: str, log):
+    """Capture groups in tasks, each running the local engine's GroupRunner (jobs/run/spark_groups.py)."""
+    indexed = list(enumerate(planned))
+    groups = [list(g) for _, g in itertools.groupby(indexed, key=lambda ip: ip[1].group)]
+    bins = spark_groups.bins_by_size(groups, _partitions(spark, spark_options))
+    log(f"analysing {len(groups)} capture groups in {len(bins)} tasks")
+    job = spark_groups.GroupJob(
+        out=str(writer.out),
+        run_id=run_id,
+        stage=str(writer.stage),
+        groups=groups,
+        bins=bins,
+        options=options,
+        fs_config=storage.config_snapshot(),
+        pass_through_python=batches_pass_through_python(options),
+        pseudonymize_key=load_key(options.pseudonymize_key) if options.pseudonymize_key else None,
+    )
+    return spark_groups.collect(spark, job, {i: p.report for i, p in indexed}, _merge_counts)
 
 
 def _plan_decoded(files, stats: dict[int, dict], reports: list[FileReport], options: AnalyzeOptions, done: dict):
