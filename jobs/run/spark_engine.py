@@ -410,39 +410,36 @@ def analyze(
         totals = {**dict.fromkeys(SESSION_COUNTERS, 0), "enrichment": None}
         parts: list[StagedPart] = []
         planned = []
-        if files:
+        if files and spark_options.split_captures:
             rows = [(i, f.url or str(f.path)) for i, f in enumerate(files)]
-            # Decoding is a task per file; probing reads a header (and hashes), so a task per file
-            # would cost more in task start than in work.
-            slices = len(rows) if spark_options.split_captures else min(len(rows), _partitions(spark, spark_options))
-            files_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, slices), "file_no int, path string")
-            checksums = options.checksums or options.incremental or options.reprocess
-            if spark_options.split_captures:
-                log(f"decoding {len(files)} files")
-                from pyspark import StorageLevel
+            files_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), "file_no int, path string")
+            log(f"decoding {len(files)} files")
+            from pyspark import StorageLevel
 
-                frames_df = files_df.mapInArrow(
-                    _decode_files(stats_dir, options.batch_rows, checksums, storage.config_snapshot()), _frames_spark_schema()
-                ).persist(StorageLevel.DISK_ONLY)
-                frames_df.count()  # decode every file once; the replay reads the persisted frames
-                stats = {int(p.rsplit("/", 1)[-1][: -len(".json")]): json.loads(writer.loc.read_text(p))
-                         for p in writer.loc.listdir(stats_dir) if p.endswith(".json")}
-            else:
-                log(f"probing {len(files)} files")
-                probed = files_df.mapInArrow(spark_groups.probe_files(checksums, storage.config_snapshot()), "file_no int, info string")
-                stats = {r["file_no"]: json.loads(r["info"]) for r in probed.collect()}
+            frames_df = files_df.mapInArrow(
+                _decode_files(stats_dir, options.batch_rows, options.checksums or options.incremental or options.reprocess,
+                              storage.config_snapshot()), _frames_spark_schema()
+            ).persist(StorageLevel.DISK_ONLY)
+            frames_df.count()  # decode every file once; the replay reads the persisted frames
+            stats = {int(p.rsplit("/", 1)[-1][: -len(".json")]): json.loads(writer.loc.read_text(p))
+                     for p in writer.loc.listdir(stats_dir) if p.endswith(".json")}
             planned, dropped = _plan_decoded(files, stats, reports, options, known.by_content if known else {})
             already += dropped
             if options.reprocess:
                 replacement = reprocess.plan(ledger.Ledger(out), [(p.report.path, p.report.sha256) for _, p in planned])
                 if replacement:
                     retired, carried, rest = reprocess.stage_rest(out, replacement, run_id, storage.join(writer.stage, "rewrite"))
-            if spark_options.split_captures:
-                captures, file_map = chain_captures(planned, stats, options)
-                log(f"replaying {len(captures)} captures")
-                parts, totals = _replay(spark, spark_options, writer, frames_df, captures, file_map, options, run_id)
-            else:
-                parts, totals = _by_capture_group(spark, spark_options, writer, [p for _, p in planned], options, run_id, log)
+            captures, file_map = chain_captures(planned, stats, options)
+            log(f"replaying {len(captures)} captures")
+            parts, totals = _replay(spark, spark_options, writer, frames_df, captures, file_map, options, run_id)
+        elif files:
+            if options.reprocess:
+                replacement = _reprocess_plan(spark, spark_options, out, files, options, log)
+                if replacement:
+                    retired, carried, rest = reprocess.stage_rest(out, replacement, run_id, storage.join(writer.stage, "rewrite"))
+            parts, totals, dropped = _by_capture_group(spark, spark_options, writer, files, reports, options, run_id, log,
+                                                       set(known.by_content) if known else set())
+            already += dropped
         writer.write("files", files_table(reports, run_id))
         totals["pseudonymization"] = pseudonymization_summary(open_pseudonymizer(options))
         manifest = build_manifest(run_id, started, t0, inputs, options, reports, totals, _row_counts(writer, totals), removed, argv, already, engine="spark")
@@ -462,10 +459,21 @@ def analyze(
     return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)
 
 
-def _by_capture_group(spark, spark_options, writer: StagedWriter, planned: list[Planned], options: AnalyzeOptions, run_id: str, log):
-    """Capture groups in tasks, each running the local engine's GroupRunner (jobs/run/spark_groups.py)."""
-    indexed = list(enumerate(planned))
-    groups = [list(g) for _, g in itertools.groupby(indexed, key=lambda ip: ip[1].group)]
+def _by_capture_group(spark, spark_options, writer: StagedWriter, files, reports: list[FileReport], options: AnalyzeOptions,
+                      run_id: str, log, done: set[str]):
+    """Capture groups in tasks, each running the local engine's GroupRunner (jobs/run/spark_groups.py).
+    The driver groups the files by name and reads none of them."""
+    key_fp = run_key_fingerprint(options)
+    entries = []
+    for f in files:
+        report = FileReport(path=f.label, size=f.size)
+        reports.append(report)
+        if problem := sidecar_problem(f.label, f.sidecar, key_fp):
+            fail(report, problem, kind="input")
+            continue
+        entries.append((options.capture_id or f.capture_id or rotation_group(f.path), len(reports) - 1, f))
+    entries.sort(key=lambda e: e[0])
+    groups = [(name, [(i, f) for _, i, f in g]) for name, g in itertools.groupby(entries, key=lambda e: e[0])]
     bins = spark_groups.bins_by_size(groups, _partitions(spark, spark_options))
     log(f"analysing {len(groups)} capture groups in {len(bins)} tasks")
     job = spark_groups.GroupJob(
@@ -478,8 +486,24 @@ def _by_capture_group(spark, spark_options, writer: StagedWriter, planned: list[
         fs_config=storage.config_snapshot(),
         pass_through_python=batches_pass_through_python(options),
         pseudonymize_key=load_key(options.pseudonymize_key) if options.pseudonymize_key else None,
+        done=done,
+        checksums=options.checksums or options.incremental or options.reprocess,
     )
-    return spark_groups.collect(spark, job, {i: p.report for i, p in indexed}, _merge_counts)
+    return spark_groups.collect(spark, job, reports, _merge_counts)
+
+
+def _reprocess_plan(spark, spark_options, out, files, options: AnalyzeOptions, log):
+    """--reprocess replaces the rows of inputs the dataset holds, known by content: every input is
+    hashed before the run stages what it replaces."""
+    log(f"hashing {len(files)} files")
+    rows = [(i, f.url or str(f.path)) for i, f in enumerate(files)]
+    files_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, min(len(rows), _partitions(spark, spark_options))),
+                                     "file_no int, path string")
+    probed = files_df.mapInArrow(spark_groups.probe_files(True, storage.config_snapshot()), "file_no int, info string")
+    shas = {r["file_no"]: json.loads(r["info"]).get("sha256") for r in probed.collect()}
+    key_fp = run_key_fingerprint(options)
+    return reprocess.plan(ledger.Ledger(out), [(f.label, shas[i]) for i, f in enumerate(files)
+                                               if shas.get(i) and not sidecar_problem(f.label, f.sidecar, key_fp)])
 
 
 def _plan_decoded(files, stats: dict[int, dict], reports: list[FileReport], options: AnalyzeOptions, done: dict):

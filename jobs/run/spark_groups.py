@@ -1,10 +1,12 @@
 """The Spark engine's default plan: a capture group per task (docs/spark.md).
 
-stage 1   probe: one task per file reads its header and first frame time (and its sha256)
-driver    plan as the local engine does (capture groups, time order), drop what the ledger holds
-stage 2   one task per capture group runs the local engine's GroupRunner over the group's files:
-          the same native Session, with no frame crossing the network; each task attempt stages
-          its own Parquet parts and returns their names and the files' reports
+driver    group the files by name as the local engine does (rotation set, or the agent's
+          capture_id) and deal the groups into bins of about equal bytes
+stage     one task per bin: each file of a group is fetched if remote, hashed, dropped if a
+          committed run holds its content, probed (format, first frame time); the group's files
+          in time order through the local engine's GroupRunner: the same native Session, with no
+          frame crossing the network. Each task attempt stages its own Parquet parts and returns
+          their names and the files' reports
 driver    publish the parts of the attempts Spark accepted, the files table and the manifest
 
 Captures are naturally many (one per edge server and rotation window), so groups fill the
@@ -28,14 +30,16 @@ from tailscope.jobs.enrichment.enrich import open_enrichment
 from tailscope.jobs.enrichment.enrich_options import unenriched_summary
 from tailscope.jobs.enrichment.pseudonymize import Pseudonymizer
 from tailscope.jobs.run.groups import GroupRunner
-from tailscope.jobs.run.run_model import SESSION_COUNTERS, AnalyzeOptions, Planned, sha256_of
+from tailscope.jobs.run.inputs import InputFile
+from tailscope.jobs.run.run_model import SESSION_COUNTERS, AnalyzeOptions, FileReport, Planned, fail, plan_order, sha256_of
 
 RESULT_COLUMNS = ["kind", "table_name", "date", "path", "info"]
 
 
 def probe_files(checksums: bool, fs_config: dict):
-    """mapInArrow body: (file_no, path or URL) rows in; per file what the planner needs, as
-    JSON: format, compression, first frame time and sha256, or the error that stops it."""
+    """mapInArrow body: (file_no, path or URL) rows in; per file as JSON its format, compression,
+    first frame time and sha256, or the error that stops it (--reprocess must know every input's
+    content before the run stages the rows it replaces)."""
 
     def run(batches):
         storage.apply_config(fs_config)
@@ -71,13 +75,16 @@ class GroupJob:
     out: str
     run_id: str
     stage: str
-    # per capture group: (index of the file in the driver's plan, the planned file)
-    groups: list[list[tuple[int, Planned]]]
+    # per capture group: its name and (index of the file's report on the driver, the file)
+    groups: list[tuple[str, list[tuple[int, InputFile]]]]
     # the groups each task runs (a task per bin)
     bins: list[list[int]]
     options: AnalyzeOptions
     fs_config: dict
     pass_through_python: bool
+    # sha256 of the contents committed runs hold (dropped: a copy under another name)
+    done: set[str]
+    checksums: bool
     # the Crypto-PAn key (the executors do not read the driver's key file)
     pseudonymize_key: bytes | None = None
 
@@ -100,11 +107,18 @@ def run_groups(job: GroupJob):
         try:
             for b in batches:
                 for g in (g for n in b.column("bin").to_pylist() for g in job.bins[n]):
+                    name, files = job.groups[g]
                     with contextlib.ExitStack() as scratch:
-                        paths = _fetch(job.groups[g], scratch)
+                        planned, paths = [], {}
+                        for i, f in files:
+                            report = FileReport(path=f.label, size=f.size)
+                            p = _plan_file(f, name, report, job, paths, scratch)
+                            reports.append({"i": i, "dropped": p is DROPPED, "report": report})
+                            if isinstance(p, Planned):
+                                planned.append(p)
+                        planned.sort(key=plan_order)
                         runner.paths = paths
-                        runner.run([p for _, p in job.groups[g]])
-                    reports += [{"i": i, "report": dataclasses.asdict(p.report)} for i, p in job.groups[g]]
+                        runner.run(planned)
             parts = writer.close()
             summary = {
                 "rows": writer.rows,
@@ -119,6 +133,8 @@ def run_groups(job: GroupJob):
             if enricher is not None:
                 enricher.close()
         rows = [{"kind": "part", "table_name": p.table, "date": p.date, "path": p.path, "info": None} for p in parts]
+        for r in reports:
+            r["report"] = dataclasses.asdict(r["report"])
         rows += [{"kind": "report", "table_name": None, "date": None, "path": None, "info": json.dumps(r)} for r in reports]
         rows.append({"kind": "totals", "table_name": None, "date": None, "path": None, "info": json.dumps(summary)})
         yield pa.RecordBatch.from_pylist(rows, schema=pa.schema([(n, pa.string()) for n in RESULT_COLUMNS]))
@@ -126,24 +142,47 @@ def run_groups(job: GroupJob):
     return run
 
 
-def _fetch(group: list[tuple[int, Planned]], scratch: contextlib.ExitStack) -> dict[str, str]:
-    """Local copies of the group's files on object storage, by label (removed with `scratch`)."""
-    paths = {}
-    for _, p in group:
-        if p.file.url:
+DROPPED = object()
+
+
+def _plan_file(f: InputFile, group: str, report: FileReport, job: GroupJob, paths: dict, scratch) -> Planned | object | None:
+    """The task's plan of one file: its Planned entry, DROPPED when a committed run holds its
+    content, or None when it cannot be read (the report says why). A file on object storage is
+    fetched into `scratch` (hashed on the way) and `paths` says where."""
+    try:
+        if f.url:
             tmp = scratch.enter_context(tempfile.NamedTemporaryFile(prefix="tailscope-", suffix=".capture"))
-            sha = sha256_of(p.file.url, copy_to=tmp)
+            sha, local = sha256_of(f.url, copy_to=tmp), tmp.name
             tmp.flush()
-            p.report.sha256 = p.report.sha256 or sha
-            paths[p.file.label] = tmp.name
-    return paths
+        else:
+            sha, local = (sha256_of(f.path) if job.checksums else None), str(f.path)
+    except OSError as exc:
+        fail(report, f"{f.label}: {exc}")
+        return None
+    report.sha256 = sha
+    if sha is not None and sha in job.done:
+        return DROPPED
+    try:
+        info = _native.probe(local)
+    except _native.CaptureFileError as exc:
+        fail(report, str(exc).replace(local, f.label))
+        return None
+    except _native.InternalError as exc:
+        fail(report, str(exc).replace(local, f.label), kind="internal")
+        return None
+    except OSError as exc:
+        fail(report, f"{f.label}: {exc}")
+        return None
+    report.format, report.compression = info["format"], info["compression"]
+    paths[f.label] = local
+    return Planned(f, report, info["first_ts_ns"], group)
 
 
-def bins_by_size(groups: list[list[tuple[int, Planned]]], n: int) -> list[list[int]]:
+def bins_by_size(groups: list[tuple[str, list[tuple[int, InputFile]]]], n: int) -> list[list[int]]:
     """The groups in at most `n` bins of about equal bytes (largest first, each into the lightest
     bin): a task per group would pay a Python worker and a writer per small capture, one bin per
     core would leave cores idle behind one large capture."""
-    sizes = sorted(((sum(p.file.size or 0 for _, p in g), i) for i, g in enumerate(groups)), reverse=True)
+    sizes = sorted(((sum(f.size or 0 for _, f in g), i) for i, (_, g) in enumerate(groups)), reverse=True)
     bins: list[list[int]] = [[] for _ in range(max(1, min(n, len(groups))))]
     loads = [0] * len(bins)
     for size, i in sizes:
@@ -155,20 +194,26 @@ def bins_by_size(groups: list[list[tuple[int, Planned]]], n: int) -> list[list[i
     return bins
 
 
-def collect(spark, job: GroupJob, reports_by_index: dict, merge_counts) -> tuple[list[StagedPart], dict]:
-    """Run the bins of groups, one task each; fill the driver's file reports from the tasks'.
-    Returns the staged parts and the run's totals."""
+def collect(spark, job: GroupJob, reports: list[FileReport], merge_counts) -> tuple[list[StagedPart], dict, list[str]]:
+    """Run the bins of groups, one task each; fill the driver's file reports from the tasks'
+    (a file dropped as already processed loses its report). Returns the staged parts, the run's
+    totals and the dropped files."""
     n = len(job.bins)
     if not job.groups:
-        return [], {**dict.fromkeys(SESSION_COUNTERS, 0), "enrichment": unenriched_summary(job.options.enrichment, flows=0, queries=0, flows_without_site=0)}
+        return [], {**dict.fromkeys(SESSION_COUNTERS, 0), "enrichment": unenriched_summary(job.options.enrichment, flows=0, queries=0, flows_without_site=0)}, []
     bins_df = spark.createDataFrame(spark.sparkContext.parallelize([(b,) for b in range(n)], n), "bin int")
     schema = ", ".join(f"{c} string" for c in RESULT_COLUMNS)
     results = bins_df.mapInArrow(run_groups(job), schema).collect()
     parts = [StagedPart(r["table_name"], r["date"], r["path"]) for r in results if r["kind"] == "part"]
+    dropped = {}
     for r in results:
         if r["kind"] == "report":
             d = json.loads(r["info"])
-            vars(reports_by_index[d["i"]]).update(d["report"])
+            if d["dropped"]:
+                dropped[d["i"]] = reports[d["i"]].path
+            else:
+                vars(reports[d["i"]]).update(d["report"])
+    reports[:] = [r for i, r in enumerate(reports) if i not in dropped]
     summaries = [json.loads(r["info"]) for r in results if r["kind"] == "totals"]
     totals = {
         **{k: sum(s[k] for s in summaries) for k in SESSION_COUNTERS},
@@ -183,4 +228,4 @@ def collect(spark, job: GroupJob, reports_by_index: dict, merge_counts) -> tuple
     for s in summaries:
         for table, rows in s["rows"].items():
             totals["rows"][table] = totals["rows"].get(table, 0) + rows
-    return parts, totals
+    return parts, totals, [dropped[i] for i in sorted(dropped)]
