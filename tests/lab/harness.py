@@ -109,6 +109,30 @@ def lab_available() -> tuple[bool, str]:
     return True, ""
 
 
+# States of a connection that still sends: its teardown is not over (TIME-WAIT sends nothing
+# unless the peer's FIN comes again).
+_TEARING_DOWN = ("ESTAB", "FIN-WAIT-1", "FIN-WAIT-2", "CLOSE-WAIT", "LAST-ACK", "CLOSING", "SYN-SENT", "SYN-RECV")
+
+
+def _await_teardown(namespaces, port: int, limit_s: float = 5.0) -> None:
+    """Wait until no connection to `port` is still closing at either end. Under loss a FIN or its
+    ACK is resent after the client process has exited; stopping the capture and the relay
+    before that ends would drop the teardown's last packets (logged as `shutdown` drops) and
+    leave the capture without them."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        open_ = False
+        for ns in namespaces:
+            out = run(["ss", "-Htan"], ns=ns, check=False).stdout
+            for line in out.splitlines():
+                f = line.split()
+                if len(f) >= 5 and f[0] in _TEARING_DOWN and (f[3].endswith(f":{port}") or f[4].endswith(f":{port}")):
+                    open_ = True
+        if not open_:
+            return
+        time.sleep(0.02)
+
+
 def _kernel_counters(ns: str) -> dict:
     """The host's own TCP MIB counters (fresh namespace => this scenario only):
     the sender's classification of its retransmissions (TLP, RTO, fast
@@ -250,6 +274,8 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
                                     ns=topo.client, name="client")
                 procs.append(client)
                 res.client_rc = client.wait(sc.deadline_s + 15)
+                if sc.app != "quic":
+                    _await_teardown((topo.client, topo.server), sc.port)
                 time.sleep(max(sc.linger_s, 4 * sc.delay_ms / 1000))
                 extra_records.append({"ts_ns": time.time_ns(), "action": "traffic_end"})
             finally:
