@@ -86,7 +86,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "events are complete either way (benchmarks/README.md: bytes per million packets)")
     p.add_argument("--jobs", "-j", type=int, metavar="N",
                    help="captures analysed at once by the local engine (default: one per core); the dataset is "
-                        "the same for any N. One capture (a file, or a rotation set) runs on one core")
+                        "the same for any N. One capture (a file, or a rotation set) runs on one core; each "
+                        "capture in flight holds its own flow table and batches (about 100 MiB on busy traffic)")
     p.add_argument("--pseudonymize-clients", type=Path, metavar="KEYFILE",
                    help="store client addresses as Crypto-PAn pseudonyms keyed by KEYFILE (32 bytes, raw or hex: "
                         "openssl rand -hex 32); enrichment still reads the real address; docs/privacy.md")
