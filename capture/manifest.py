@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import Any
+
+TYPE_CHECKING = False  # annotations only: `tailscope analyze` starts without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA_VERSION = 1
 MANIFEST_KIND = "tailscope.capture.manifest"

@@ -6,11 +6,11 @@ in box, JSON null in json; timestamps in ISO 8601.
 """
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import decimal
-import json
-from typing import Any, Sequence, TextIO
+
+TYPE_CHECKING = False  # the CLI imports this module for FORMATS when it builds its parsers: no typing
+if TYPE_CHECKING:
+    from typing import Any, Sequence, TextIO
 
 FORMATS = ("box", "csv", "tsv", "json", "markdown")
 
@@ -32,7 +32,7 @@ def _json_value(v: Any):
         return v.isoformat()
     if isinstance(v, dt.timedelta):
         return v.total_seconds()
-    if isinstance(v, decimal.Decimal):
+    if type(v).__name__ == "Decimal":  # decimal.Decimal, without importing decimal for it
         return float(v)
     if isinstance(v, (bytes, bytearray)):
         return v.hex()
@@ -44,6 +44,9 @@ def _json_value(v: Any):
 
 
 def write(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str, out: TextIO) -> None:
+    import csv
+    import json
+
     if fmt == "csv" or fmt == "tsv":
         w = csv.writer(out, lineterminator="\n", delimiter="," if fmt == "csv" else "\t")
         w.writerow(columns)

@@ -11,7 +11,6 @@ import datetime as dt
 import itertools
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tailscope import _native
@@ -146,6 +145,8 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
             for g in groups:
                 runner.run(g)
         else:
+            from concurrent.futures import ThreadPoolExecutor  # (and logging): not for one capture
+
             with ThreadPoolExecutor(jobs, thread_name_prefix="tailscope-capture") as pool:
                 for f in [pool.submit(runner.run, g) for g in groups]:
                     f.result()

@@ -1,7 +1,9 @@
 """The end-of-run summary: per-file accounting (read = decoded + skipped by reason) and totals."""
 from __future__ import annotations
 
-from typing import TextIO
+TYPE_CHECKING = False  # annotations only: `tailscope analyze` starts without importing typing
+if TYPE_CHECKING:
+    from typing import TextIO
 
 
 def _ts(ns: int | None) -> str:
