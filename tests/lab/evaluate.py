@@ -285,7 +285,7 @@ FLOW_SIGS = [
     ("syn_loss", TARGET, "SYN dropped after the capture point (server input hook)"),
     ("synack_loss", TARGET, ""),
     ("reordering", TARGET, "relay hold overtaken by later data, either direction"),
-    ("policing", TARGET, "relay token bucket dropped >= 1 of the flow's packets"),
+    ("policing", TARGET, "relay token bucket dropped >= 10 of the flow's packets (1-9: not scored; truth.POLICING_MIN_DROPS)"),
     ("bufferbloat", TARGET, "p95 RTT (base + true queueing delay) >= 1.3x base and >= 20 ms over it"),
 ]
 CAUSES = ["rto", "fast_retransmit", "tlp", "spurious"]

@@ -140,6 +140,11 @@ BLOAT_RATIO, BLOAT_EXCESS_NS = 1.3, 20 * MS
 BLOAT_RATIO_MARGIN, BLOAT_EXCESS_MARGIN_NS = 1.1, 5 * MS
 
 SIGNATURES = ("syn_loss", "synack_loss", "tail_loss", "reordering", "policing", "bufferbloat")
+# A flow is policed, for scoring, when the policer dropped at least this many of its packets: the
+# signature's own minimum evidence (docs/signatures.md, after Flach et al.: >= 10 losses to fit a
+# token bucket). A flow the policer struck fewer times is not scored for policing either way (a
+# randomized draw left one with 9 drops: no fit can tell that from random loss).
+POLICING_MIN_DROPS = 10
 
 
 def _seq_lt(a: int, b: int) -> bool:
@@ -281,7 +286,7 @@ class FlowTruth:
             out.add("tail_loss")
         if self.reordered["c2s"] or self.reordered["s2c"]:
             out.add("reordering")
-        if self.policer_drops:
+        if self.policer_drops >= POLICING_MIN_DROPS:
             out.add("policing")
         if self.bufferbloat:
             out.add("bufferbloat")
@@ -292,7 +297,7 @@ class FlowTruth:
         out = set()
         if self.syn_drops_before_vantage and not self.syn_drops_at_server:
             out.add("syn_loss")
-        if self.policed_unknown:
+        if self.policed_unknown or 0 < self.policer_drops < POLICING_MIN_DROPS:
             out.add("policing")
         if self.tails_unknown:
             out.add("tail_loss")
