@@ -57,12 +57,11 @@ class GroupRunner:
 
     `enricher` None: the batches never come back to Python (the core appends the unknown
     enrichment columns and writes every table; local.batches_pass_through_python). `progress`
-    is told each file's progress. `paths` maps a file's label to the local copy to read (the
-    Spark engine fetches inputs on object storage first); by default the file's own path."""
+    is told each file's progress."""
 
-    def __init__(self, options: AnalyzeOptions, writer, enricher=None, pseudonymizer=None, progress=None, paths=None):
+    def __init__(self, options: AnalyzeOptions, writer, enricher=None, pseudonymizer=None, progress=None):
         self.options, self.writer, self.enricher, self.pseudonymizer = options, writer, enricher, pseudonymizer
-        self.progress, self.paths = progress, paths or {}
+        self.progress = progress
         self.lock = threading.Lock()  # the shared state below, and one drain's batches at a time
         self.totals = dict.fromkeys(SESSION_COUNTERS, 0)
         self.unenriched = {"flows": 0, "queries": 0, "flows_without_site": 0}
@@ -83,9 +82,11 @@ class GroupRunner:
                         out = self.pseudonymizer.apply(table, out)
                     self.writer.write(table, out)
 
-    def run(self, group: list[Planned]) -> None:
+    def run(self, group: list[Planned], paths: dict[str, str] | None = None) -> None:
         """One capture group's files in time order (a new capture where a file overlaps what
-        the capture holds)."""
+        the capture holds). `paths` maps a file's label to the local copy to read (the Spark
+        engine fetches inputs on object storage first); by default the file's own path."""
+        paths = paths or {}
         options, writer = self.options, self.writer
         session, session_reports, session_site, session_last_ts, capture_id = None, [], None, None, None
 
@@ -125,7 +126,7 @@ class GroupRunner:
                 if p.file.stdin:
                     cursor = session.open_stdin(p.file.label)
                 else:
-                    cursor = session.open(self.paths.get(p.file.label, str(p.file.path)), p.file.label)
+                    cursor = session.open(paths.get(p.file.label, str(p.file.path)), p.file.label)
             except _native.CaptureFileError as exc:
                 fail(p.report, str(exc))
                 continue

@@ -16,7 +16,6 @@ from pathlib import Path
 from tailscope import _native
 from tailscope.jobs.dataset import ledger
 from tailscope.jobs.dataset.staged import StagedWriter, recover
-from tailscope.jobs.enrichment.pseudonymize import sidecar_problem
 from tailscope.jobs.run import reprocess
 from tailscope.jobs.run.groups import GroupRunner, batches_pass_through_python
 from tailscope.jobs.run.inputs import InputFile
@@ -29,7 +28,9 @@ from tailscope.jobs.run.run_model import (  # noqa: F401 - AnalyzeOptions, RunRe
     Planned,
     RunResult,
     SelectionError,
+    admit,
     build_manifest,
+    capture_group_of,
     check_selection,
     fail,
     file_rows,
@@ -38,7 +39,6 @@ from tailscope.jobs.run.run_model import (  # noqa: F401 - AnalyzeOptions, RunRe
     plan_order,
     pseudonymization_summary,
     resolve_inputs,
-    rotation_group,
     run_key_fingerprint,
     sha256_of,
 )
@@ -49,10 +49,8 @@ def _plan(files: list[InputFile], reports: list[FileReport], options: AnalyzeOpt
     planned = []
     key_fp = run_key_fingerprint(options)
     for f in files:
-        report = FileReport(path=f.label, size=f.size)
-        reports.append(report)
-        if problem := sidecar_problem(f.label, f.sidecar, key_fp):
-            fail(report, problem, kind="input")
+        report = admit(f, reports, key_fp)
+        if report is None:
             continue
         if f.url:
             fail(report, f"{f.label}: inputs on object storage or HDFS are read by --engine spark (docs/spark.md)", kind="input")
@@ -73,8 +71,7 @@ def _plan(files: list[InputFile], reports: list[FileReport], options: AnalyzeOpt
             fail(report, f"{f.label}: {exc}")
             continue
         report.format, report.compression = info["format"], info["compression"]
-        group = options.capture_id or f.capture_id or rotation_group(f.path)
-        planned.append(Planned(f, report, info["first_ts_ns"], group))
+        planned.append(Planned(f, report, info["first_ts_ns"], capture_group_of(f, options)))
     planned.sort(key=plan_order)
     return planned
 

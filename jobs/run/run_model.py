@@ -19,7 +19,7 @@ from tailscope import __version__
 from tailscope import _native
 from tailscope.jobs.dataset.storage import filesystem, is_url
 from tailscope.jobs.enrichment.enrich_options import EnrichmentOptions
-from tailscope.jobs.enrichment.pseudonymize import Pseudonymizer, fingerprint, load_key
+from tailscope.jobs.enrichment.pseudonymize import Pseudonymizer, fingerprint, load_key, sidecar_problem
 from tailscope.jobs.run.inputs import InputFile, resolve
 
 MANIFEST_SCHEMA_VERSION = 1
@@ -135,6 +135,23 @@ def starts_new_capture(group: str | None, last_ts_ns: int | None, p: Planned) ->
     capture already holds (two captures of the same moment are never one)."""
     overlaps = last_ts_ns is not None and p.first_ts_ns is not None and p.first_ts_ns < last_ts_ns
     return p.group != group or overlaps
+
+
+def capture_group_of(f: InputFile, options: AnalyzeOptions) -> str:
+    """The capture group a file is read in: `--capture-id`, else the agent's capture_id (its
+    manifest sidecar), else its rotation set."""
+    return options.capture_id or f.capture_id or rotation_group(f.path)
+
+
+def admit(f: InputFile, reports: list[FileReport], key_fp: str | None, sha256: str | None = None) -> FileReport | None:
+    """A new report for file `f`, appended to `reports`; None when its sidecar rules the file out
+    of this run (the report then says why). `key_fp`: run_key_fingerprint(options)."""
+    report = FileReport(path=f.label, size=f.size, sha256=sha256)
+    reports.append(report)
+    if problem := sidecar_problem(f.label, f.sidecar, key_fp):
+        fail(report, problem, kind="input")
+        return None
+    return report
 
 
 def rotation_group(path: Path) -> str:

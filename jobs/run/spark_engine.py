@@ -29,7 +29,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +50,9 @@ from tailscope.jobs.run.run_model import (
     Planned,
     RunResult,
     add_session_totals,
+    admit,
     build_manifest,
+    capture_group_of,
     capture_id_of,
     fail,
     files_table,
@@ -61,9 +62,7 @@ from tailscope.jobs.run.run_model import (
     pseudonymization_summary,
     record_stats,
     resolve_inputs,
-    rotation_group,
     run_key_fingerprint,
-    sha256_of,
     starts_new_capture,
 )
 
@@ -186,13 +185,7 @@ def _decode_files(stats_dir: str, batch_rows: int, checksums: bool, fs_config: d
                 stats_path = storage.join(stats_dir, f"{file_no}.json")
                 with contextlib.ExitStack() as scratch:
                     try:
-                        if storage.is_url(path):
-                            # The native reader opens local files: fetch, hashing on the way.
-                            tmp = scratch.enter_context(tempfile.NamedTemporaryFile(prefix="tailscope-", suffix=".capture"))
-                            sha, local = sha256_of(path, copy_to=tmp), tmp.name
-                            tmp.flush()
-                        else:
-                            sha, local = (sha256_of(path) if checksums else None), path
+                        sha, local = spark_groups.local_copy(path, checksums, scratch)
                         split = _native.FrameSplitter(local, 0, path)
                     except (_native.CaptureFileError, _native.InternalError, OSError) as exc:
                         msg = str(exc) if isinstance(exc, (_native.CaptureFileError, _native.InternalError)) else f"{path}: {exc}"
@@ -291,9 +284,6 @@ def _runs(values: pa.Array) -> list[tuple[int, int, int]]:
     return [(values[s].as_py(), s, e) for s, e in zip(starts, ends)]
 
 
-RESULT_COLUMNS = ["kind", "table_name", "date", "path", "info"]
-
-
 def _replay_partitions(job: _ReplayJob):
     """mapInArrow body: sorted frames in; staged part names and counts out."""
 
@@ -347,22 +337,9 @@ def _replay_partitions(job: _ReplayJob):
             raise
         finally:
             enricher.close()
-        rows = [{"kind": "part", "table_name": p.table, "date": p.date, "path": p.path, "info": None} for p in parts]
-        rows.append({"kind": "totals", "table_name": None, "date": None, "path": None, "info": json.dumps(summary)})
-        yield pa.RecordBatch.from_pylist(rows, schema=pa.schema([(n, pa.string()) for n in RESULT_COLUMNS]))
+        yield spark_groups.result_batch(parts, summary)
 
     return run
-
-
-def _merge_counts(summaries: list[dict]) -> dict | None:
-    merged: dict = {}
-    for s in summaries:
-        for k, v in s.items():
-            if isinstance(v, int) and not isinstance(v, bool):
-                merged[k] = merged.get(k, 0) + v
-            else:
-                merged.setdefault(k, v)
-    return merged or None
 
 
 # ---- the run -----------------------------------------------------------------------------------
@@ -466,12 +443,8 @@ def _by_capture_group(spark, spark_options, writer: StagedWriter, files, reports
     key_fp = run_key_fingerprint(options)
     entries = []
     for f in files:
-        report = FileReport(path=f.label, size=f.size)
-        reports.append(report)
-        if problem := sidecar_problem(f.label, f.sidecar, key_fp):
-            fail(report, problem, kind="input")
-            continue
-        entries.append((options.capture_id or f.capture_id or rotation_group(f.path), len(reports) - 1, f))
+        if admit(f, reports, key_fp) is not None:
+            entries.append((capture_group_of(f, options), len(reports) - 1, f))
     entries.sort(key=lambda e: e[0])
     groups = [(name, [(i, f) for _, i, f in g]) for name, g in itertools.groupby(entries, key=lambda e: e[0])]
     bins = spark_groups.bins_by_size(groups, _partitions(spark, spark_options))
@@ -489,7 +462,7 @@ def _by_capture_group(spark, spark_options, writer: StagedWriter, files, reports
         done=done,
         checksums=options.checksums or options.incremental or options.reprocess,
     )
-    return spark_groups.collect(spark, job, reports, _merge_counts)
+    return spark_groups.collect(spark, job, reports)
 
 
 def _reprocess_plan(spark, spark_options, out, files, options: AnalyzeOptions, log):
@@ -510,23 +483,21 @@ def _plan_decoded(files, stats: dict[int, dict], reports: list[FileReport], opti
     """The local engine's plan (jobs/run/local.py _plan), from what the decode stage found: files that
     could not be opened fail, the rest are ordered by capture group and first frame time. Files
     whose content a committed run processed (a copy under another name) are dropped."""
+    key_fp = run_key_fingerprint(options)
     planned, dropped = [], []
     for file_no, f in enumerate(files):
         s = stats.get(file_no, {"open_error": f"{f.label}: the decode stage reported nothing for this file"})
         if s.get("sha256") and s["sha256"] in done:
             dropped.append(f.label)
             continue
-        report = FileReport(path=f.label, size=f.size, sha256=s.get("sha256"))
-        reports.append(report)
-        if problem := sidecar_problem(f.label, f.sidecar, run_key_fingerprint(options)):
-            fail(report, problem, kind="input")
+        report = admit(f, reports, key_fp, s.get("sha256"))
+        if report is None:
             continue
         if "open_error" in s:
             fail(report, s["open_error"])
             continue
         report.format, report.compression = s["format"], s["compression"]
-        group = options.capture_id or f.capture_id or rotation_group(f.path)
-        planned.append((file_no, Planned(f, report, s.get("first_frame_ts_ns"), group)))
+        planned.append((file_no, Planned(f, report, s.get("first_frame_ts_ns"), capture_group_of(f, options))))
     planned.sort(key=lambda fp: plan_order(fp[1]))
     return planned, dropped
 
@@ -565,19 +536,10 @@ def _replay(spark, spark_options, writer, frames_df, captures, file_map, options
         pseudonymize_key=load_key(options.pseudonymize_key) if options.pseudonymize_key else None,
         packets=options.packets,
     )
-    schema = ", ".join(f"{n} string" for n in RESULT_COLUMNS)
-    results = frames.mapInArrow(_replay_partitions(job), schema).collect()
-    parts = [StagedPart(r["table_name"], r["date"], r["path"]) for r in results if r["kind"] == "part"]
-    summaries = [json.loads(r["info"]) for r in results if r["kind"] == "totals"]
-    totals = {
-        **{k: sum(s[k] for s in summaries) for k in SESSION_COUNTERS},
-        "enrichment": _merge_counts([s["enrichment"] for s in summaries]),
-        "quic_keylog": _merge_counts([s["quic_keylog"] for s in summaries if s.get("quic_keylog")]),
-        "rows": {},
-    }
-    for s in summaries:
-        for table, n in s["rows"].items():
-            totals["rows"][table] = totals["rows"].get(table, 0) + n
+    results = frames.mapInArrow(_replay_partitions(job), spark_groups.RESULT_SCHEMA).collect()
+    parts, summaries, _ = spark_groups.read_results(results)
+    totals = spark_groups.merge_totals(summaries)
+    totals["enrichment"] = spark_groups.merge_counts([s["enrichment"] for s in summaries])
     return parts, totals
 
 

@@ -33,7 +33,62 @@ from tailscope.jobs.run.groups import GroupRunner
 from tailscope.jobs.run.inputs import InputFile
 from tailscope.jobs.run.run_model import SESSION_COUNTERS, AnalyzeOptions, FileReport, Planned, fail, plan_order, sha256_of
 
+# What a task returns, a row each, whichever plan: its staged parts, its totals, its files' reports.
 RESULT_COLUMNS = ["kind", "table_name", "date", "path", "info"]
+RESULT_SCHEMA = ", ".join(f"{c} string" for c in RESULT_COLUMNS)
+
+
+def result_batch(parts: list[StagedPart], summary: dict, reports: list[dict] = ()) -> pa.RecordBatch:
+    rows = [{"kind": "part", "table_name": p.table, "date": p.date, "path": p.path, "info": None} for p in parts]
+    rows += [{"kind": "report", "table_name": None, "date": None, "path": None, "info": json.dumps(r)} for r in reports]
+    rows.append({"kind": "totals", "table_name": None, "date": None, "path": None, "info": json.dumps(summary)})
+    return pa.RecordBatch.from_pylist(rows, schema=pa.schema([(n, pa.string()) for n in RESULT_COLUMNS]))
+
+
+def read_results(results) -> tuple[list[StagedPart], list[dict], list[dict]]:
+    """The collected rows of result_batch: every task's parts, totals and reports."""
+    parts = [StagedPart(r["table_name"], r["date"], r["path"]) for r in results if r["kind"] == "part"]
+    summaries = [json.loads(r["info"]) for r in results if r["kind"] == "totals"]
+    reports = [json.loads(r["info"]) for r in results if r["kind"] == "report"]
+    return parts, summaries, reports
+
+
+def merge_counts(summaries: list[dict]) -> dict | None:
+    """Tasks' count summaries (enrichment, key log) as one: numbers added, the rest kept."""
+    merged: dict = {}
+    for s in summaries:
+        for k, v in s.items():
+            if isinstance(v, int) and not isinstance(v, bool):
+                merged[k] = merged.get(k, 0) + v
+            else:
+                merged.setdefault(k, v)
+    return merged or None
+
+
+def merge_totals(summaries: list[dict]) -> dict:
+    """The run's session counters, key-log counts and rows per table from its tasks' totals (the
+    enrichment summary is the caller's: it depends on whether batches came back to Python)."""
+    totals = {
+        **{k: sum(s[k] for s in summaries) for k in SESSION_COUNTERS},
+        "quic_keylog": merge_counts([s["quic_keylog"] for s in summaries if s.get("quic_keylog")]),
+        "rows": {},
+    }
+    for s in summaries:
+        for table, n in s["rows"].items():
+            totals["rows"][table] = totals["rows"].get(table, 0) + n
+    return totals
+
+
+def local_copy(path: str, checksums: bool, scratch: contextlib.ExitStack) -> tuple[str | None, str]:
+    """(sha256 or None, a local path the native reader can open) for a capture named by path or
+    URL: a file on object storage is fetched into `scratch`, hashed on the way; a local one is
+    hashed when `checksums`."""
+    if storage.is_url(path):
+        tmp = scratch.enter_context(tempfile.NamedTemporaryFile(prefix="tailscope-", suffix=".capture"))
+        sha = sha256_of(path, copy_to=tmp)
+        tmp.flush()
+        return sha, tmp.name
+    return (sha256_of(path) if checksums else None), path
 
 
 def probe_files(checksums: bool, fs_config: dict):
@@ -55,13 +110,7 @@ def probe_files(checksums: bool, fs_config: dict):
 def _probe(path: str, checksums: bool) -> dict:
     with contextlib.ExitStack() as scratch:
         try:
-            if storage.is_url(path):
-                # The native reader opens local files: fetch, hashing on the way.
-                tmp = scratch.enter_context(tempfile.NamedTemporaryFile(prefix="tailscope-", suffix=".capture"))
-                sha, local = sha256_of(path, copy_to=tmp), tmp.name
-                tmp.flush()
-            else:
-                sha, local = (sha256_of(path) if checksums else None), path
+            sha, local = local_copy(path, checksums, scratch)
             info = _native.probe(local)
         except (_native.CaptureFileError, _native.InternalError) as exc:
             return {"open_error": str(exc)}
@@ -117,8 +166,7 @@ def run_groups(job: GroupJob):
                             if isinstance(p, Planned):
                                 planned.append(p)
                         planned.sort(key=plan_order)
-                        runner.paths = paths
-                        runner.run(planned)
+                        runner.run(planned, paths)
             parts = writer.close()
             summary = {
                 "rows": writer.rows,
@@ -132,12 +180,9 @@ def run_groups(job: GroupJob):
         finally:
             if enricher is not None:
                 enricher.close()
-        rows = [{"kind": "part", "table_name": p.table, "date": p.date, "path": p.path, "info": None} for p in parts]
         for r in reports:
             r["report"] = dataclasses.asdict(r["report"])
-        rows += [{"kind": "report", "table_name": None, "date": None, "path": None, "info": json.dumps(r)} for r in reports]
-        rows.append({"kind": "totals", "table_name": None, "date": None, "path": None, "info": json.dumps(summary)})
-        yield pa.RecordBatch.from_pylist(rows, schema=pa.schema([(n, pa.string()) for n in RESULT_COLUMNS]))
+        yield result_batch(parts, summary, reports)
 
     return run
 
@@ -150,12 +195,7 @@ def _plan_file(f: InputFile, group: str, report: FileReport, job: GroupJob, path
     content, or None when it cannot be read (the report says why). A file on object storage is
     fetched into `scratch` (hashed on the way) and `paths` says where."""
     try:
-        if f.url:
-            tmp = scratch.enter_context(tempfile.NamedTemporaryFile(prefix="tailscope-", suffix=".capture"))
-            sha, local = sha256_of(f.url, copy_to=tmp), tmp.name
-            tmp.flush()
-        else:
-            sha, local = (sha256_of(f.path) if job.checksums else None), str(f.path)
+        sha, local = local_copy(f.url or str(f.path), job.checksums, scratch)
     except OSError as exc:
         fail(report, f"{f.label}: {exc}")
         return None
@@ -194,7 +234,7 @@ def bins_by_size(groups: list[tuple[str, list[tuple[int, InputFile]]]], n: int) 
     return bins
 
 
-def collect(spark, job: GroupJob, reports: list[FileReport], merge_counts) -> tuple[list[StagedPart], dict, list[str]]:
+def collect(spark, job: GroupJob, reports: list[FileReport]) -> tuple[list[StagedPart], dict, list[str]]:
     """Run the bins of groups, one task each; fill the driver's file reports from the tasks'
     (a file dropped as already processed loses its report). Returns the staged parts, the run's
     totals and the dropped files."""
@@ -202,30 +242,18 @@ def collect(spark, job: GroupJob, reports: list[FileReport], merge_counts) -> tu
     if not job.groups:
         return [], {**dict.fromkeys(SESSION_COUNTERS, 0), "enrichment": unenriched_summary(job.options.enrichment, flows=0, queries=0, flows_without_site=0)}, []
     bins_df = spark.createDataFrame(spark.sparkContext.parallelize([(b,) for b in range(n)], n), "bin int")
-    schema = ", ".join(f"{c} string" for c in RESULT_COLUMNS)
-    results = bins_df.mapInArrow(run_groups(job), schema).collect()
-    parts = [StagedPart(r["table_name"], r["date"], r["path"]) for r in results if r["kind"] == "part"]
+    parts, summaries, task_reports = read_results(bins_df.mapInArrow(run_groups(job), RESULT_SCHEMA).collect())
     dropped = {}
-    for r in results:
-        if r["kind"] == "report":
-            d = json.loads(r["info"])
-            if d["dropped"]:
-                dropped[d["i"]] = reports[d["i"]].path
-            else:
-                vars(reports[d["i"]]).update(d["report"])
+    for d in task_reports:
+        if d["dropped"]:
+            dropped[d["i"]] = reports[d["i"]].path
+        else:
+            vars(reports[d["i"]]).update(d["report"])
     reports[:] = [r for i, r in enumerate(reports) if i not in dropped]
-    summaries = [json.loads(r["info"]) for r in results if r["kind"] == "totals"]
-    totals = {
-        **{k: sum(s[k] for s in summaries) for k in SESSION_COUNTERS},
-        "quic_keylog": merge_counts([s["quic_keylog"] for s in summaries if s.get("quic_keylog")]),
-        "rows": {},
-    }
+    totals = merge_totals(summaries)
     if job.pass_through_python:
         totals["enrichment"] = merge_counts([s["enrichment"] for s in summaries])
     else:
         unenriched = {k: sum(s["unenriched"][k] for s in summaries) for k in ("flows", "queries", "flows_without_site")}
         totals["enrichment"] = unenriched_summary(job.options.enrichment, **unenriched)
-    for s in summaries:
-        for table, rows in s["rows"].items():
-            totals["rows"][table] = totals["rows"].get(table, 0) + rows
     return parts, totals, [dropped[i] for i in sorted(dropped)]
