@@ -347,6 +347,11 @@ impl FlowTracker {
         }
     }
 
+    /// The latest packet time seen (the table's clock).
+    pub fn now_ns(&self) -> i64 {
+        self.now_ns
+    }
+
     pub fn active(&self) -> usize {
         self.index.len()
     }
