@@ -54,7 +54,10 @@ SAMPLES = {
     "mobile_mixed": {},
     # QUIC (tests/lab/scenarios.py QUIC_QUERY_SCENARIOS, renamed for the demo week)
     "quic_clean": {"scenario": "quic_queries_clean"},
-    "quic_loss": {"scenario": "quic_queries_loss"},
+    "quic_loss": {"scenario": "quic_queries_loss", "loss": {"model": "bernoulli", "p": 0.02, "dir": "both"},
+                  "description": "2% random loss both ways (seeded), 40 ms RTT: sessions alternate QUIC and TLS "
+                                 "over TCP, four sequential requests each; losses of response tails stall a "
+                                 "response until the sender's probe timeout."},
     "quic_fallback": {},
 }
 SUFFIXES = (".pcap", ".emulator.jsonl", ".client.jsonl", ".scenario.json")
