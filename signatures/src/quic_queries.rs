@@ -89,11 +89,12 @@ impl InferredQueries {
     }
 
     /// The soonest a client packet can acknowledge a server packet after it, as the capture sees
-    /// it: at a server-side capture (the handshake's server leg is the longer) three quarters of
-    /// the RTT (jitter; a queue only makes it later); at a client-side one, at once.
+    /// it: at a server-side capture (the handshake's server leg is the longer) half the handshake
+    /// RTT (which the client's own handshake work, its certificate check, and a queue the
+    /// handshake met can make longer than the path's); at a client-side one, at once.
     fn ack_floor(&self, rtt: Option<i64>) -> i64 {
         match rtt {
-            Some(r) if self.server_side() => r * 3 / 4,
+            Some(r) if self.server_side() => r / 2,
             _ => 0,
         }
     }
@@ -302,7 +303,7 @@ mod tests {
         let mut q = handshaken();
         client(&mut q, 42, 331);
         response(&mut q, 43, 10, 1200);
-        // a queue delays the client's ACKs: the first that could be the last packet's (≥ ¾ RTT
+        // a queue delays the client's ACKs: the first that could be the last packet's (≥ ½ RTT
         // after it) and those close behind it; the last of the run covers the last packet
         for t in [85, 90, 95, 100, 120] {
             client(&mut q, t, 33);
