@@ -130,11 +130,7 @@ impl QuicState {
                 }
                 PacketType::OneRtt => {
                     self.one_rtt_packets[dir] += 1;
-                    // Sharing a padded datagram with handshake packets, it completes the handshake
-                    // and its length is mostly PADDING (docs/queries.md#quic-without-keys).
-                    if p.offset == 0 || wire_len < crate::quic_queries::PADDED_MIN {
-                        self.infer(dir, ts_ns, wire_len.saturating_sub(p.offset as u32), short_len);
-                    }
+                    self.infer(dir, ts_ns, wire_len.saturating_sub(p.offset as u32), short_len);
                     mask |= self.keyed_packet(dir, ts_ns, p, short_len);
                     if dir == 0 {
                         self.client_handshake(ts_ns);

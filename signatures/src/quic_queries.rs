@@ -22,7 +22,10 @@ pub const DATA_MIN_MID_RESPONSE: u32 = 64;
 const AEAD_TAG: u32 = 16;
 /// A client datagram this large alone is likely padded (RFC 9000 §8.2.1 PATH_CHALLENGE, §14.4
 /// PMTU probes): a one-packet "request" this size answered by at most one packet is no query.
-pub const PADDED_MIN: u32 = 1200;
+const PADDED_MIN: u32 = 1200;
+/// The server's packet completing the handshake (HANDSHAKE_DONE, a few NEW_CONNECTION_ID, perhaps
+/// NEW_TOKEN: aioquic's is 224 bytes) is smaller than this; a response's first packet is full.
+const HANDSHAKE_DONE_MAX: u32 = 600;
 /// RFC 9000 §18.2 max_ack_delay default: a probe timeout waits at least this beyond the RTT.
 const MAX_ACK_DELAY_NS: i64 = 25_000_000;
 /// Client ACKs of one response follow each other within max_ack_delay (RFC 9000 §13.2.1: an ACK
@@ -176,10 +179,12 @@ impl InferredQueries {
         // Server data before any request (0.5-RTT data, HANDSHAKE_DONE and connection IDs, a
         // push): no query to answer.
         let Some(q) = self.current.as_mut() else { return };
-        // A request that reached the server before the client's Finished could not be read yet:
-        // the server's first 1-RTT packet after that Finished completes the handshake
-        // (HANDSHAKE_DONE), it does not answer the request.
-        if first_one_rtt && self.client_handshake_ns.is_some_and(|h| q.start_ns < h && h <= ts) {
+        // A request that reached the server with or before the client's Finished: the server's
+        // first 1-RTT packet after that Finished, when small, completes the handshake
+        // (HANDSHAKE_DONE, new connection IDs), it does not answer the request (a first response
+        // packet carrying HANDSHAKE_DONE is full-sized).
+        let after_finished = self.client_handshake_ns.is_some_and(|h| q.start_ns <= h && h <= ts);
+        if first_one_rtt && after_finished && len < HANDSHAKE_DONE_MAX {
             return;
         }
         // The stall rule needs the server's clock (docs/queries.md): at a client-side capture the
