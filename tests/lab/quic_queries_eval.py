@@ -139,16 +139,19 @@ def score(res: ScenarioResult) -> ScenarioScore:
             if proto != "quic" or (port, proto) not in kflow_of:
                 continue
             inferred, keyed = qs[f["flow_id"]], kqs[kflow_of[(port, proto)]["flow_id"]]
-            # a stream's query and the inferred one start at the same request packet
-            by_start = {_ns(k["start"]): k for k in keyed}
+            # a stream's query and the inferred one start at the same request packet (a
+            # connection's first inferred query at the client's Finished, when the request
+            # shares or follows its datagram: docs/queries.md), so within one RTT of each other
+            left = list(keyed)
             for i in inferred:
-                k = by_start.pop(_ns(i["start"]), None)
-                if k is None:
+                k = min(left, key=lambda k: abs(_ns(k["start"]) - _ns(i["start"])), default=None)
+                if k is None or abs(_ns(k["start"]) - _ns(i["start"])) > rtt:
                     sc.keyed_unpaired += 1
                     continue
+                left.remove(k)
                 sc.keyed.append((i, k))
                 sc.stalls.append(("quic_pto_stall" in i["signatures"], "quic_pto" in k["signatures"]))
-            sc.keyed_unpaired += len(by_start)
+            sc.keyed_unpaired += len(left)
     return sc
 
 
