@@ -44,9 +44,42 @@ impl Charges {
 /// bufferbloat excess).
 const QUEUE_MIN_NS: i64 = 20_000_000;
 
+/// How an exchange was found (the `method` column; docs/queries.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Method {
+    /// A TCP byte stream's client and server bursts (this module).
+    #[default]
+    TcpBytes,
+    /// A QUIC bidirectional stream read with a key log (crate::quic_keyed).
+    QuicStreams,
+    /// Encrypted QUIC packets' sizes and times (crate::quic_queries).
+    QuicInferred,
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::TcpBytes => "tcp_bytes",
+            Method::QuicStreams => "quic_streams",
+            Method::QuicInferred => "quic_inferred",
+        }
+    }
+}
+
+/// `confidence` of an inferred QUIC query whose boundaries are clear, and of one whose are not
+/// (it opened while the previous response still streamed, or client data arrived during its
+/// response: multiplexed requests may have merged). Measured in the QUIC queries lab
+/// (tests/test_lab_quic_queries.py: the share of inferred queries matching one client request
+/// with latency within one RTT; docs/queries.md#quic-without-keys).
+pub const CONFIDENCE_INFERRED: f64 = 0.9;
+pub const CONFIDENCE_AMBIGUOUS: f64 = 0.5;
+
 #[derive(Debug, Clone, Default)]
 pub struct Query {
     pub index: u32,
+    pub method: Method,
+    /// Inferred QUIC queries only: the exchange's boundaries are unsure (see `confidence`).
+    pub ambiguous: bool,
     pub start_ns: i64,
     pub first_byte_ns: Option<i64>,
     pub last_byte_ns: Option<i64>,
@@ -84,6 +117,19 @@ impl Query {
     }
     pub fn complete(&self) -> bool {
         self.first_byte_ns.is_some() && self.acked_ns.is_some()
+    }
+    /// A query found by `method`, its first request byte at `start_ns`.
+    pub fn new(index: u32, start_ns: i64, method: Method) -> Query {
+        Query { index, start_ns, method, ..Query::default() }
+    }
+    /// 1.0 where the exchange is read from the bytes or streams themselves (TCP, QUIC with a
+    /// key log); lower where it is inferred from encrypted packets.
+    pub fn confidence(&self) -> f64 {
+        match (self.method, self.ambiguous) {
+            (Method::TcpBytes | Method::QuicStreams, _) => 1.0,
+            (Method::QuicInferred, false) => CONFIDENCE_INFERRED,
+            (Method::QuicInferred, true) => CONFIDENCE_AMBIGUOUS,
+        }
     }
 }
 

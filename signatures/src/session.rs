@@ -439,17 +439,23 @@ impl Session {
 
     fn take_ready_queries(&mut self, slot: usize) {
         let f = self.tracker.flow_mut(slot);
-        let Some(t) = f.tcp.as_mut() else { return };
-        if t.queries.ready.is_empty() {
+        let ready = match (f.tcp.as_mut(), f.quic.as_mut()) {
+            (Some(t), _) => {
+                self.queries_written_unsettled += std::mem::take(&mut t.queries.written_unsettled);
+                &mut t.queries.ready
+            }
+            (None, Some(q)) => &mut q.inferred.ready,
+            (None, None) => return,
+        };
+        if ready.is_empty() {
             return;
         }
-        self.queries_written_unsettled += std::mem::take(&mut t.queries.written_unsettled);
         let id = f.flow_id;
         // A flow's queries complete one at a time, so its entry, if any, is usually the last.
         if !self.query_flows.iter().rev().any(|q| q.flow_id == id) {
             self.query_flows.push(QueryFlow { flow_id: id, client: f.client, start_ns: f.start_ns });
         }
-        self.queries.extend(t.queries.ready.drain(..).map(|q| (id, q)));
+        self.queries.extend(ready.drain(..).map(|q| (id, q)));
     }
 
     /// What the payload says above the transport: QUIC headers and Initials, or a TLS
@@ -466,8 +472,8 @@ impl Session {
             }
             let Some(q) = f.quic.as_mut() else { return mask };
             let known = (q.scid[0].len(), q.scid[1].len());
-            mask |= q.observe(dir, p.ts_ns, p.payload);
-            self.keyed_outcome = q.keyed.as_mut().map(|k| k.take_outcome());
+            mask |= q.observe(dir, p.ts_ns, p.payload, p.payload_len);
+            self.keyed_outcome = q.take_outcome();
             if q.hello && !f.tls_checked {
                 f.tls_checked = true;
                 f.sni = q.sni.clone();

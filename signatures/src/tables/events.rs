@@ -71,7 +71,7 @@ pub fn note(row: &PacketRow, seq: Option<u32>, keyed: &[KeyedEvent], out: &mut V
     }
     out.extend(keyed.iter().map(|e| EventRow {
         c2s: e.c2s,
-        seq: Some(e.pn as u32),
+        seq: e.pn.map(|n| n as u32),
         ..EventRow::on(row, e.signature, e.cause, e.delay_ns)
     }));
 }
