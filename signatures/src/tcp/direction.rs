@@ -65,7 +65,7 @@ pub struct DirSeq {
     pub est: Estimator,
     pub rtt: Samples,
     pub(super) recovery: Option<(RecoveryKind, u32)>,
-    /// The current recovery episode began with a tail loss.
+    /// The current recovery episode holds a tail loss: its later resends repair the tail.
     pub(super) tail_episode: bool,
     pub(super) recovery_since: Option<i64>,
     pub(super) tsvals: VecDeque<(u32, i64)>,

@@ -151,12 +151,31 @@ impl TcpState {
         *ta |= cause;
         // Tail loss: a timer-driven recovery (RTO or TLP) with nothing above the hole acked
         // or SACKed, so the last segment(s) of the burst were what was lost. Data only: a lost
-        // bare FIN (or SYN) delays no response.
-        if cause & (RETX_RTO | RETX_TLP) != 0 && seglen > 0 && flags & TCP_SYN == 0 && fwd.recovery.is_none() {
-            // Everything beyond the cumulative ACK is outstanding and un-SACKed: the burst
-            // lost its end (one segment or several), and a timer had to notice.
-            let nothing_above = SeqNumber(rev.lastack).at_or_before(seq)
-                && rev.sack_high.is_none_or(|h| SeqNumber(h).at_or_before(rev.lastack));
+        // bare FIN (or SYN) delays no response. Once per episode.
+        if cause & (RETX_RTO | RETX_TLP) != 0 && seglen > 0 && flags & TCP_SYN == 0 && !fwd.tail_episode {
+            let nothing_above = match fwd.recovery {
+                // Everything beyond the cumulative ACK is outstanding and un-SACKed: the burst
+                // lost its end (one segment or several), and a timer had to notice.
+                None => {
+                    SeqNumber(rev.lastack).at_or_before(seq)
+                        && rev.sack_high.is_none_or(|h| SeqNumber(h).at_or_before(rev.lastack))
+                }
+                // An episode for an earlier hole is open: its ACKs and SACKs covered only what
+                // was sent before this segment, which the timer now resends for the first time,
+                // with nothing at or above it acknowledged or SACKed: the burst's end was lost
+                // too, and no later segment could reveal it (randomized lab pool,
+                // draw0059_short_loss: fast recovery for one hole stalls, then the RTO resends
+                // the response's last segment). Not a loss-state resend promptly after an ACK
+                // (go-back-N): an earlier hole's repair sent after this segment was delivered,
+                // which reveals its loss as RACK does, no timer needed (pool 1-96: 3 such
+                // resends in draw0014_bottleneck and draw0090_bursty_loss).
+                Some(_) => {
+                    timer_fired(fwd, rev, now).0
+                        && original.is_some_and(|u| !u.retransmitted)
+                        && SeqNumber(rev.lastack).at_or_before(seq)
+                        && rev.sack_high.is_none_or(|h| SeqNumber(h).at_or_before(seq))
+                }
+            };
             if nothing_above {
                 *ta |= TAIL_LOSS;
                 fwd.tail_episode = true;

@@ -235,3 +235,63 @@ fn a_late_hole_filler_numbered_before_later_packets_is_reordered() {
     assert_eq!(held.tags & REORDERED != 0, resend.tags & REORDERED == 0);
     assert!(cause(&resend).is_some(), "a resend: the next ID");
 }
+
+/// One packet with SACK blocks (in the other direction's sequence space).
+fn feed_sack(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, sack: &[(u32, u32)]) -> Analysis {
+    let mut tcp = TcpInfo { seq, ack, flags: A, window: 65535, header_len: 20, ..TcpInfo::default() };
+    for (i, b) in sack.iter().enumerate() {
+        tcp.sack[i] = *b;
+    }
+    tcp.sack_count = sack.len() as u8;
+    st.analyze(&PacketIn { dir, ts_ns: ms * MS, tcp: &tcp, seglen: 0, ip_id: None, peer_window_shift: None })
+}
+
+/// Randomized lab pool, draw0059_short_loss: a response loses its third segment and its last;
+/// the SACK of the fourth drives a fast retransmit of the third, whose ACK stops below the
+/// last segment. Nothing sent after the last one can reveal it, so the RTO re-sends it (fast
+/// recovery still open): the response's tail was lost, and a timer repaired it. A second
+/// resend of it, and the RTO of a segment a SACK covered bytes above, are no tail loss.
+#[test]
+fn a_tail_lost_while_recovery_for_an_earlier_hole_is_open_is_a_tail_loss() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let req_end = c + 101;
+    let mut st = handshake_and_request(c, s);
+    for i in 0..4u32 {
+        feed(&mut st, 1, 42, s + 1 + 1000 * i, req_end, PA, 1000, 65535, None);
+    }
+    let tail = s + 4001;
+    feed(&mut st, 1, 42, tail, req_end, PA, 500, 65535, None); // the response's last segment
+    feed(&mut st, 0, 82, req_end, s + 2001, A, 0, 65535, None);
+    feed_sack(&mut st, 0, 83, req_end, s + 2001, &[(s + 3001, s + 4001)]);
+    let fast = feed(&mut st, 1, 83, s + 2001, req_end, PA, 1000, 65535, None);
+    assert_eq!((cause(&fast), fast.tags & TAIL_LOSS), (Some("fast_retransmit"), 0));
+    feed(&mut st, 0, 123, req_end, tail, A, 0, 65535, None); // fast recovery's point not reached
+    assert!(st.dir[1].recovery.is_some());
+    let rto = feed(&mut st, 1, 400, tail, req_end, PA, 500, 65535, None);
+    assert_eq!(cause(&rto), Some("rto"));
+    assert_ne!(rto.tags & TAIL_LOSS, 0, "the response's tail, repaired by the timer");
+    assert_eq!(st.stats.tail_losses, 1);
+    let again = feed(&mut st, 1, 900, tail, req_end, PA, 500, 65535, None);
+    assert_eq!((cause(&again), again.tags & TAIL_LOSS), (Some("rto"), 0), "one tail loss per episode");
+    assert_eq!(st.stats.tail_losses, 1);
+
+    // The same, but the fast retransmit of the third segment is lost too: the RTO resends it,
+    // with bytes above it SACKed (no tail). The ACK of that resend shows the tail missing, and
+    // loss state's go-back-N resends it promptly: the hole's repair, sent after the tail and
+    // delivered, revealed its loss as RACK does, no timer needed (pool 1-96,
+    // draw0090_bursty_loss frame 864). No tail loss in this episode.
+    let mut st = handshake_and_request(c, s);
+    for i in 0..4u32 {
+        feed(&mut st, 1, 42, s + 1 + 1000 * i, req_end, PA, 1000, 65535, None);
+    }
+    feed(&mut st, 1, 42, tail, req_end, PA, 500, 65535, None);
+    feed_sack(&mut st, 0, 83, req_end, s + 2001, &[(s + 3001, s + 4001)]);
+    let fast = feed(&mut st, 1, 83, s + 2001, req_end, PA, 1000, 65535, None);
+    assert_eq!(cause(&fast), Some("fast_retransmit"));
+    let rto = feed(&mut st, 1, 400, s + 2001, req_end, PA, 1000, 65535, None);
+    assert_eq!((cause(&rto), rto.tags & TAIL_LOSS), (Some("rto"), 0), "a lost resend of a hole with data above");
+    feed(&mut st, 0, 440, req_end, tail, A, 0, 65535, None);
+    let go_back = feed(&mut st, 1, 440, tail, req_end, PA, 500, 65535, None);
+    assert_eq!((cause(&go_back), go_back.tags & TAIL_LOSS), (Some("rto"), 0));
+    assert_eq!(st.stats.tail_losses, 0);
+}
