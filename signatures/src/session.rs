@@ -367,8 +367,10 @@ impl Session {
         }
         if let Some(an) = analysis {
             row.add_tcp(&an);
-            if let Some((seq, _)) = an.proved_spurious {
-                self.relabel_spurious(row.flow_id, !row.c2s, seq);
+            for (data_dir, proved) in an.proved_spurious.iter().enumerate() {
+                if let Some((seq, _)) = *proved {
+                    self.relabel_spurious(row.flow_id, data_dir == 0, seq);
+                }
             }
         }
         let pn = keyed.as_ref().and_then(|o| o.pn).map(|n| n as u32);

@@ -40,6 +40,7 @@ impl TcpState {
         let (ack, now) = (s.ack, s.now);
         let blocks = s.tcp.sack_blocks();
         self.dsack(s, blocks, out);
+        self.eifel_fin(s, out);
         let rev = &mut self.dir[1 - s.dir];
         let mut rack = Rack { delivered: rev.delivered_sent_ts, min_rtt: rev.rtt.min.unwrap_or(0), now };
         // A segment is best timed when it is first SACKed: its cumulative ACK may wait for a
@@ -102,12 +103,33 @@ impl TcpState {
         let (rseq, _, rtags, delay) = rev.recent_retx.remove(i).expect("index from rposition");
         if rtags & RETX_SPURIOUS == 0 {
             unspurious_stats(&mut self.stats, rtags, delay);
-            out.proved_spurious = Some((rseq, rtags));
+            out.proved_spurious[1 - s.dir] = Some((rseq, rtags));
             // Fast retransmit answers later data arriving first; the original arrived after
             // all: the data was reordered past the capture.
             if rtags & RETX_FAST != 0 {
                 self.stats.reordered[1 - s.dir] += 1;
             }
+        }
+    }
+
+    /// RFC 3522 (Eifel detection, as Linux's `tcp_packet_delayed` undo): the first ACK covering a
+    /// resent FIN echoes the TSval of the FIN that made the receiver advance (RFC 7323 §4.3: a
+    /// duplicate does not move TS.Recent). An echo older than the resend's stamp is the first
+    /// FIN's: it had arrived, and only its ACK was lost, so the resend was spurious (randomized lab
+    /// pool 1-96: draw0041_loss and draw0049_loss, the client's ACK of the server's FIN dropped,
+    /// the FIN resent by the RTO was called `rto`). Data resends have the D-SACK for that proof.
+    fn eifel_fin(&mut self, s: &Segment<'_>, out: &mut Analysis) {
+        let rev = &mut self.dir[1 - s.dir];
+        let Some((seq, tsval, tags, delay)) = rev.fin_resend else { return };
+        if !SeqNumber(s.ack).after(seq) {
+            return;
+        }
+        rev.fin_resend = None;
+        let echo_older = s.tcp.ts.is_some_and(|(_, ecr)| ecr != 0 && SeqNumber(ecr).before(tsval));
+        // One relabelled row per direction and packet (a D-SACK in this ACK went first).
+        if echo_older && out.proved_spurious[1 - s.dir].is_none() {
+            unspurious_stats(&mut self.stats, tags, delay);
+            out.proved_spurious[1 - s.dir] = Some((seq, tags));
         }
     }
 

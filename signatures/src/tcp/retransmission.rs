@@ -3,7 +3,7 @@
 //! it fills), and for a retransmission the recovery episode it belongs to, the tail loss it may
 //! reveal, and its counters. Its cause is named in `cause`.
 
-use tailscope_parsers::decode::{TCP_RST, TCP_SYN};
+use tailscope_parsers::decode::{TCP_FIN, TCP_RST, TCP_SYN};
 
 use super::cause::{classify, timer_fired};
 use super::direction::{sender_and_peer, DirSeq, RecoveryKind, MAX_HOLES};
@@ -37,6 +37,11 @@ pub(super) struct Judged {
     pub(super) hole_age: Option<i64>,
     /// For reordering: how long its hole stayed open.
     pub(super) reorder_ns: Option<i64>,
+    /// How many of its bytes filled that hole (never seen before).
+    pub(super) hole_bytes: u32,
+    /// A reordered segment whose bytes a resend (this one: seq, tags) had already delivered:
+    /// that resend was spurious.
+    pub(super) proved_spurious: Option<(u32, u32)>,
 }
 
 impl TcpState {
@@ -102,9 +107,45 @@ impl TcpState {
                 fwd.newest_tsval = Some(v);
             }
         }
+        let local = self.vantage.local_dir() == Some(s.dir);
+        let far = !local && self.vantage != Vantage::Unknown;
+        let mut proved_spurious = None;
+        // An original held on the way longer than a round trip arrives after its own resend,
+        // which the capture took for the first copy: bytes a resend already brought, stamped
+        // (TSval) or numbered (IPv4 ID) before data already seen from the sender, are that held
+        // original (a later resend would carry a later stamp), and the resend they followed was
+        // spurious (randomized lab pool 1-96: client segments held 74-76 ms on RTTs of 41-71
+        // ms, draw0028_reordering and draw0092_reordering, 3 reordering flows missed).
+        if far && stamped_before && (not_advanced || (spurious && !late_original)) {
+            if let Some(i) = fwd.recent_retx.iter().rposition(|&(a, b, _, _)| {
+                SeqNumber(a).at_or_before(seq) && SeqNumber(seq.wrapping_add(seglen.max(1))).at_or_before(b)
+            }) {
+                let (rseq, _, rtags, delay) = fwd.recent_retx.remove(i).expect("index from rposition");
+                if rtags & RETX_SPURIOUS == 0 {
+                    unspurious_stats(&mut self.stats, rtags, delay);
+                    proved_spurious = Some((rseq, rtags));
+                }
+                is_retx = false;
+                *ta |= REORDERED;
+                let hole_bytes = 0;
+                return Judged {
+                    end,
+                    bad_seq,
+                    beyond_mark,
+                    late_original,
+                    is_retx,
+                    hole_age,
+                    reorder_ns,
+                    hole_bytes,
+                    proved_spurious,
+                };
+            }
+        }
+        let mut hole_bytes = 0;
         if not_advanced {
-            let local = self.vantage.local_dir() == Some(s.dir);
-            hole_age = take_hole(fwd, seq, seglen, now);
+            let filled = take_hole(fwd, seq, seglen, now);
+            hole_age = filled.map(|f| f.0);
+            hole_bytes = filled.map_or(0, |f| f.1);
             let min_rtt = if self.first_rtt_ns > 0 { self.first_rtt_ns } else { OOO_DEFAULT_NS * 2 };
             let young = hole_age.is_some_and(|age| (age as f64) < REORDER_RTT_SHARE * min_rtt as f64);
             let reordered = if local {
@@ -128,7 +169,7 @@ impl TcpState {
                 is_retx = true;
             }
         }
-        Judged { end, bad_seq, beyond_mark, late_original, is_retx, hole_age, reorder_ns }
+        Judged { end, bad_seq, beyond_mark, late_original, is_retx, hole_age, reorder_ns, hole_bytes, proved_spurious }
     }
 
     /// A retransmission: its cause, the tail loss it may reveal, the recovery episode it opens or
@@ -190,6 +231,11 @@ impl TcpState {
                 fwd.recent_retx.pop_front();
             }
             fwd.recent_retx.push_back((seq, seq.wrapping_add(seglen), *ta, now - first_ts));
+        }
+        // A repeated FIN draws no D-SACK (the receiver has closed); the echo in the ACK that
+        // covers it tells whether the first FIN had arrived (`ack::eifel_fin`).
+        if seglen == 0 && flags & TCP_FIN != 0 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
+            fwd.fin_resend = s.tcp.ts.map(|t| (seq, t.0, *ta, now - first_ts));
         }
         for h in fwd.sack_holes.iter_mut() {
             if SeqNumber(h.0).at_or_before(seq) && SeqNumber(seq).before(h.1) {
@@ -288,8 +334,9 @@ fn beyond_window(rev: &DirSeq, seq: u32, shift: u8) -> bool {
     allowance < 1 << 31 && SeqNumber(seq).after(ack.wrapping_add(allowance as u32))
 }
 
-/// Remove the part of a recorded hole that `[seq, seq+len)` fills; the hole's age if it had one.
-fn take_hole(d: &mut DirSeq, seq: u32, len: u32, now: i64) -> Option<i64> {
+/// Remove the part of a recorded hole that `[seq, seq+len)` fills; the hole's age and how many
+/// bytes of it the segment filled, if it filled one.
+fn take_hole(d: &mut DirSeq, seq: u32, len: u32, now: i64) -> Option<(i64, u32)> {
     let end = seq.wrapping_add(len.max(1));
     let i = d.holes.iter().position(|&(a, b, _)| SeqNumber(a).at_or_before(seq) && SeqNumber(seq).before(b))?;
     let (a, b, t) = d.holes[i];
@@ -300,7 +347,8 @@ fn take_hole(d: &mut DirSeq, seq: u32, len: u32, now: i64) -> Option<i64> {
     if SeqNumber(end).before(b) {
         d.holes.push_back((end, b, t));
     }
-    Some(now - t)
+    let filled = if SeqNumber(end).before(b) { end } else { b }.wrapping_sub(seq);
+    Some((now - t, filled.min(len)))
 }
 
 /// Move a retransmission proved spurious from its cause's counters to `retx_spurious` (and out

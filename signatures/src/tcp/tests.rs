@@ -295,3 +295,88 @@ fn a_tail_lost_while_recovery_for_an_earlier_hole_is_open_is_a_tail_loss() {
     assert_eq!((cause(&go_back), go_back.tags & TAIL_LOSS), (Some("rto"), 0));
     assert_eq!(st.stats.tail_losses, 0);
 }
+
+/// Randomized lab pool, draw0028_reordering and draw0092_reordering: a client segment held
+/// longer than a round trip arrives after its own resend (SACK-driven), which the capture saw
+/// first and took for the original. The held copy is numbered (IPv4 ID) before packets already
+/// seen: it is the original, reordered, and the resend it followed was spurious. A later copy
+/// (the next ID) is a spurious retransmission as before.
+#[test]
+fn an_original_held_past_its_own_resend_is_reordered_and_the_resend_spurious() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |late_id: u32| {
+        let mut st = TcpState::default();
+        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, Some(8));
+        feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, Some(0));
+        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, Some(9));
+        // segments 0, 2, 3, 4 of an upload (IDs 10, 12, 13, 14); segment 1 (ID 11) is held
+        for (i, id) in [(0u32, 10u32), (2, 12), (3, 13), (4, 14)] {
+            feed(&mut st, 0, 41, c + 1 + 1000 * i, s + 1, PA, 1000, 65535, Some(id));
+        }
+        feed_sack(&mut st, 1, 41, s + 1, c + 1001, &[(c + 2001, c + 5001)]);
+        let resend = feed(&mut st, 0, 81, c + 1001, s + 1, PA, 1000, 65535, Some(15));
+        assert_eq!(cause(&resend), Some("fast_retransmit"), "its hole is a round trip old");
+        feed(&mut st, 1, 81, s + 1, c + 5001, A, 0, 65535, Some(1));
+        let late = feed(&mut st, 0, 120, c + 1001, s + 1, PA, 1000, 65535, Some(late_id));
+        (st, late)
+    };
+    let (st, held) = run(11);
+    assert_ne!(held.tags & REORDERED, 0, "the original, held 79 ms (RTT 40 ms)");
+    assert_ne!(held.tags & SPURIOUS_RETRANSMISSION, 0, "Wireshark's flag stays");
+    assert_eq!((cause(&held), held.retx_delay_ns), (None, None));
+    let proved = held.proved_spurious[0].expect("the resend's row is relabelled");
+    assert_eq!((proved.0, proved.1 & RETX_FAST != 0, held.proved_spurious[1]), (c + 1001, true, None));
+    assert_eq!((st.stats.retx_fast, st.stats.retx_spurious, st.stats.retx_packets[0]), (0, 1, 1));
+    assert_eq!(st.stats.reordered[0], 1);
+    let (st, again) = run(16);
+    assert_eq!((cause(&again), again.tags & REORDERED), (Some("spurious"), 0), "a second resend");
+    assert_eq!(again.proved_spurious, [None, None]);
+    assert_eq!((st.stats.retx_fast, st.stats.retx_spurious, st.stats.retx_packets[0]), (1, 1, 2));
+    assert_eq!(st.stats.reordered[0], 0);
+}
+
+/// One packet with a TCP timestamp option (TSval, TSecr).
+#[allow(clippy::too_many_arguments)]
+fn feed_ts(
+    st: &mut TcpState,
+    dir: usize,
+    ms: i64,
+    seq: u32,
+    ack: u32,
+    flags: u16,
+    len: u32,
+    ts: (u32, u32),
+) -> Analysis {
+    let tcp = TcpInfo { seq, ack, flags, window: 65535, header_len: 32, ts: Some(ts), ..TcpInfo::default() };
+    st.analyze(&PacketIn { dir, ts_ns: ms * MS, tcp: &tcp, seglen: len, ip_id: None, peer_window_shift: None })
+}
+
+/// Randomized lab pool, draw0041_loss frames 887-1026: the client's ACK of the server's FIN is
+/// lost, the RTO resends the FIN, and the client's ACK of it echoes the first FIN's TSval (a
+/// duplicate FIN does not move TS.Recent, RFC 7323 §4.3): the first FIN had arrived, the resend
+/// was spurious (RFC 3522). An echo of the resend's own stamp leaves it an RTO.
+#[test]
+fn a_fin_resend_whose_ack_echoes_the_first_fin_is_spurious() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |echo: u32| {
+        let mut st = TcpState::default();
+        feed_ts(&mut st, 0, 0, c, 0, TCP_SYN, 0, (100, 0));
+        feed_ts(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, (900, 100));
+        feed_ts(&mut st, 0, 40, c + 1, s + 1, A, 0, (140, 900));
+        feed_ts(&mut st, 0, 41, c + 1, s + 1, PA, 100, (141, 900));
+        feed_ts(&mut st, 1, 42, s + 1, c + 101, PA, 1000, (942, 141));
+        feed_ts(&mut st, 0, 82, c + 101, s + 1001, A, 0, (182, 942));
+        feed_ts(&mut st, 0, 83, c + 101, s + 1001, TCP_FIN | A, 0, (183, 942));
+        feed_ts(&mut st, 1, 83, s + 1001, c + 102, TCP_FIN | A, 0, (983, 183)); // its ACK is lost
+        let resend = feed_ts(&mut st, 1, 360, s + 1001, c + 102, TCP_FIN | A, 0, (1260, 183));
+        assert_eq!(cause(&resend), Some("rto"), "nothing says yet that the first FIN arrived");
+        let ack = feed_ts(&mut st, 0, 400, c + 102, s + 1002, A, 0, (300, echo));
+        (st, ack)
+    };
+    let (st, ack) = run(983);
+    assert_eq!(ack.proved_spurious, [None, Some((s + 1001, RETRANSMISSION | RETX_RTO))]);
+    assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (0, 1));
+    let (st, ack) = run(1260);
+    assert_eq!(ack.proved_spurious, [None, None], "the first FIN was lost: the resend repaired it");
+    assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (1, 0));
+}
