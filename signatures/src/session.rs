@@ -368,8 +368,10 @@ impl Session {
         if let Some(an) = analysis {
             row.add_tcp(&an);
             for (data_dir, proved) in an.proved_spurious.iter().enumerate() {
-                if let Some((seq, _)) = *proved {
-                    self.relabel_spurious(row.flow_id, data_dir == 0, seq);
+                if let Some((seq, _, rows)) = *proved {
+                    for _ in 0..rows {
+                        self.relabel_spurious(row.flow_id, data_dir == 0, seq);
+                    }
                 }
             }
         }

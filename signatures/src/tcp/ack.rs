@@ -103,7 +103,7 @@ impl TcpState {
         let (rseq, _, rtags, delay) = rev.recent_retx.remove(i).expect("index from rposition");
         if rtags & RETX_SPURIOUS == 0 {
             unspurious_stats(&mut self.stats, rtags, delay);
-            out.proved_spurious[1 - s.dir] = Some((rseq, rtags));
+            out.proved_spurious[1 - s.dir] = Some((rseq, rtags, 1));
             // Fast retransmit answers later data arriving first; the original arrived after
             // all: the data was reordered past the capture.
             if rtags & RETX_FAST != 0 {
@@ -118,19 +118,26 @@ impl TcpState {
     /// FIN's: it had arrived, and only its ACK was lost, so the resend was spurious (randomized lab
     /// pool 1-96: draw0041_loss and draw0049_loss, the client's ACK of the server's FIN dropped,
     /// the FIN resent by the RTO was called `rto`). Data resends have the D-SACK for that proof.
+    /// Every resend stamped after the echo was spurious (a FIN resent twice before the ACK got
+    /// through: pool seeds 1-40, draw0033).
     fn eifel_fin(&mut self, s: &Segment<'_>, out: &mut Analysis) {
         let rev = &mut self.dir[1 - s.dir];
-        let Some((seq, tsval, tags, delay)) = rev.fin_resend else { return };
+        let Some(&(seq, ..)) = rev.fin_resends.first() else { return };
         if !SeqNumber(s.ack).after(seq) {
             return;
         }
-        rev.fin_resend = None;
-        let echo_older = s.tcp.ts.is_some_and(|(_, ecr)| ecr != 0 && SeqNumber(ecr).before(tsval));
-        // One relabelled row per direction and packet (a D-SACK in this ACK went first).
-        if echo_older && out.proved_spurious[1 - s.dir].is_none() {
-            unspurious_stats(&mut self.stats, tags, delay);
-            out.proved_spurious[1 - s.dir] = Some((seq, tags));
+        let resends = std::mem::take(&mut rev.fin_resends);
+        let Some((_, ecr)) = s.tcp.ts.filter(|t| t.1 != 0) else { return };
+        // One relabelling per direction and packet (a D-SACK in this ACK went first).
+        if out.proved_spurious[1 - s.dir].is_some() {
+            return;
         }
+        let mut proved = None;
+        for &(_, _, tags, delay) in resends.iter().filter(|r| SeqNumber(ecr).before(r.1)) {
+            unspurious_stats(&mut self.stats, tags, delay);
+            proved = Some((seq, tags, proved.map_or(1, |p: (u32, u32, u8)| p.2 + 1)));
+        }
+        out.proved_spurious[1 - s.dir] = proved;
     }
 
     /// Timestamp echo (pping): the first packet echoing a TSval the other side sent.

@@ -86,9 +86,9 @@ pub struct DirSeq {
     pub(super) last_advance_ts: Option<i64>,
     /// Recent retransmissions of this direction: (seq, end, tags, delay), for D-SACK checks.
     pub(super) recent_retx: VecDeque<(u32, u32, u32, i64)>,
-    /// The latest resend of this direction's bare FIN, until an ACK covers it: (seq, its TSval,
-    /// tags, delay), for the Eifel check (RFC 3522) of that ACK's echo.
-    pub(super) fin_resend: Option<(u32, u32, u32, i64)>,
+    /// The resends of this direction's bare FIN, until an ACK covers it: (seq, TSval, tags,
+    /// delay) each, for the Eifel check (RFC 3522) of that ACK's echo.
+    pub(super) fin_resends: Vec<(u32, u32, u32, i64)>,
     /// RACK (RFC 8985 §6.1): the latest send time of this direction's segments the receiver is
     /// known to have got (SACKed or acknowledged); 0 before any.
     pub(super) delivered_sent_ts: i64,
@@ -138,7 +138,7 @@ impl Default for DirSeq {
             holes: VecDeque::new(),
             sack_holes: VecDeque::new(),
             recent_retx: VecDeque::new(),
-            fin_resend: None,
+            fin_resends: Vec::new(),
             last_advance_ts: None,
             delivered_sent_ts: 0,
             high: 0,
@@ -157,6 +157,7 @@ impl DirSeq {
         self.holes = VecDeque::new();
         self.sack_holes = VecDeque::new();
         self.tsvals = VecDeque::new();
+        self.fin_resends = Vec::new();
     }
 
     /// Give back spare capacity, keeping every entry.

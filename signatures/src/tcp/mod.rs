@@ -79,10 +79,12 @@ pub struct Analysis {
     pub rtt_ns: Option<i64>,
     /// For a retransmission: time since the bytes were first sent.
     pub retx_delay_ns: Option<i64>,
-    /// An earlier retransmission proved spurious by this packet, by the direction of its data
-    /// (0 = client to server): (seq, tags it was given). A D-SACK proves the other direction's;
-    /// an original arriving after its own resend proves that resend's (same direction).
-    pub proved_spurious: [Option<(u32, u32)>; 2],
+    /// Earlier retransmissions proved spurious by this packet, by the direction of their data
+    /// (0 = client to server): (seq, tags the latest was given, how many: the latest rows of
+    /// that sequence number with a cause). A D-SACK proves the other direction's; an original
+    /// arriving after its own resend proves that resend's (same direction); the echo in an ACK
+    /// of a resent FIN proves every resend stamped after it.
+    pub proved_spurious: [Option<(u32, u32, u8)>; 2],
 }
 
 #[derive(Debug, Clone, Default)]
@@ -179,7 +181,7 @@ impl TcpState {
         let mut ta = self.wireshark_tags(&s);
         let judged = self.judge(&s, &mut ta);
         let mut out = Analysis::default();
-        out.proved_spurious[s.dir] = judged.proved_spurious;
+        out.proved_spurious[s.dir] = judged.proved_spurious.map(|(seq, tags)| (seq, tags, 1));
         if judged.is_retx {
             out.retx_delay_ns = Some(self.retransmission(&s, &mut ta, judged.hole_age));
         }

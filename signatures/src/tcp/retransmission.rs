@@ -13,6 +13,8 @@ use super::{Segment, TcpFlowStats, TcpState};
 use crate::seq_number::SeqNumber;
 use crate::tags::*;
 
+/// FIN resends remembered for the Eifel check (each backed-off RTO adds one).
+const MAX_FIN_RESENDS: usize = 8;
 /// Window scale assumed for a peer whose handshake was not seen (RFC 7323's largest).
 const MAX_WSCALE: u8 = 14;
 /// How far past the peer's advertised window a segment may start before it is out of window,
@@ -235,7 +237,13 @@ impl TcpState {
         // A repeated FIN draws no D-SACK (the receiver has closed); the echo in the ACK that
         // covers it tells whether the first FIN had arrived (`ack::eifel_fin`).
         if seglen == 0 && flags & TCP_FIN != 0 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
-            fwd.fin_resend = s.tcp.ts.map(|t| (seq, t.0, *ta, now - first_ts));
+            if let Some((tsval, _)) = s.tcp.ts {
+                fwd.fin_resends.retain(|r| r.0 == seq);
+                if fwd.fin_resends.len() >= MAX_FIN_RESENDS {
+                    fwd.fin_resends.remove(0);
+                }
+                fwd.fin_resends.push((seq, tsval, *ta, now - first_ts));
+            }
         }
         for h in fwd.sack_holes.iter_mut() {
             if SeqNumber(h.0).at_or_before(seq) && SeqNumber(seq).before(h.1) {

@@ -325,7 +325,7 @@ fn an_original_held_past_its_own_resend_is_reordered_and_the_resend_spurious() {
     assert_ne!(held.tags & SPURIOUS_RETRANSMISSION, 0, "Wireshark's flag stays");
     assert_eq!((cause(&held), held.retx_delay_ns), (None, None));
     let proved = held.proved_spurious[0].expect("the resend's row is relabelled");
-    assert_eq!((proved.0, proved.1 & RETX_FAST != 0, held.proved_spurious[1]), (c + 1001, true, None));
+    assert_eq!((proved.0, proved.1 & RETX_FAST != 0, proved.2, held.proved_spurious[1]), (c + 1001, true, 1, None));
     assert_eq!((st.stats.retx_fast, st.stats.retx_spurious, st.stats.retx_packets[0]), (0, 1, 1));
     assert_eq!(st.stats.reordered[0], 1);
     let (st, again) = run(16);
@@ -374,9 +374,25 @@ fn a_fin_resend_whose_ack_echoes_the_first_fin_is_spurious() {
         (st, ack)
     };
     let (st, ack) = run(983);
-    assert_eq!(ack.proved_spurious, [None, Some((s + 1001, RETRANSMISSION | RETX_RTO))]);
+    assert_eq!(ack.proved_spurious, [None, Some((s + 1001, RETRANSMISSION | RETX_RTO, 1))]);
     assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (0, 1));
     let (st, ack) = run(1260);
     assert_eq!(ack.proved_spurious, [None, None], "the first FIN was lost: the resend repaired it");
     assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (1, 0));
+    // Resent twice before the ACK got through (pool seeds 1-40, draw0033): both were spurious
+    // when the echo is the first FIN's; only the second when it is the first resend's.
+    let twice = |echo: u32| {
+        let mut st = TcpState::default();
+        feed_ts(&mut st, 0, 0, c, 0, TCP_SYN, 0, (100, 0));
+        feed_ts(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, (900, 100));
+        feed_ts(&mut st, 0, 40, c + 1, s + 1, A, 0, (140, 900));
+        feed_ts(&mut st, 0, 83, c + 1, s + 1, TCP_FIN | A, 0, (183, 900));
+        feed_ts(&mut st, 1, 83, s + 1, c + 2, TCP_FIN | A, 0, (983, 183));
+        feed_ts(&mut st, 1, 360, s + 1, c + 2, TCP_FIN | A, 0, (1260, 183));
+        feed_ts(&mut st, 1, 900, s + 1, c + 2, TCP_FIN | A, 0, (1800, 183));
+        let ack = feed_ts(&mut st, 0, 940, c + 2, s + 2, A, 0, (300, echo));
+        (ack.proved_spurious[1].map(|p| p.2), st.stats.retx_rto, st.stats.retx_spurious)
+    };
+    assert_eq!(twice(983), (Some(2), 0, 2));
+    assert_eq!(twice(1260), (Some(1), 1, 1));
 }
