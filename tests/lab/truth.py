@@ -114,11 +114,7 @@ Policing (flow).  The relay's token bucket dropped >= 1 packet of the flow
     the flows are `unknown` (excluded).
 Bufferbloat (flow).  Queueing delay at the bottleneck, per server data
     segment: the relay backend logs `queue_ms` per packet; with tbf the
-    nearest 50 ms backlog sample / rate is used. Runs that log the drawn
-    propagation delay measure every wait instead: the segment's (capture to
-    the relay's release, minus propagation) plus that of the first ACK that
-    covers it (the round trip's other half; the client's ACK delay is not a
-    queue and is left out). A flow is bloated when its
+    nearest 50 ms backlog sample / rate is used. A flow is bloated when its
     RTT (base 2 x delay_ms + queue) was inflated like DESIGN §4 describes:
     p95 >= 1.3 x p10 and p95 - p10 >= 20 ms. This labels both the flow that
     builds the queue and flows that wait behind it. Jitter (mobile_mixed) is
@@ -697,7 +693,6 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
     for (flow, d), lst in txs.items():
         if d not in qdirs:
             continue
-        back = _AckPath(txs.get((flow, "c2s" if d == "s2c" else "s2c"), [])) if measured else None
         for t in lst:
             if t.len == 0:
                 continue
@@ -707,9 +702,6 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
                         or t.cap_ts_ns is None):
                     continue
                 q = max(0.0, (rec["ts_ns"] - t.cap_ts_ns) / 1e6 - rec["prop_ms"])
-                # the round trip's other half: the wait of the ACK that answered it (RTT inflation
-                # is both directions' queues; the client's ACK delay is no queue and is left out)
-                q += back.wait_ms(t) if back else 0.0
                 flows[flow].queue_ms.append(q + (tbf_backlog_ms(rec["ts_ns"]) if samples else 0.0))
             elif rec is not None and "queue_ms" in rec:
                 flows[flow].queue_ms.append(float(rec["queue_ms"]))
@@ -790,28 +782,6 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
             warnings.append(f"counter check {k}: truth {v['truth']} vs kernel {v['kernel']} ({v['rule']})")
     return ScenarioTruth(res.name, flows, retx, reordered_frames, held_s2c, txs, frames, t0, counter_check,
                          warnings, clean=_is_clean(params))
-
-
-class _AckPath:
-    """The peer's packets on the way back, for the queueing their ACKs met: the relay's wait
-    (forward - arrival - drawn propagation) of the first ACK, captured after a data segment, that
-    covers it. The relay queues in both directions when traffic outruns it (its TUN backlog), so a
-    busy flow's ACKs wait too (randomized lab pool 1-96: clean draws 16 and 80, ACK waits up to
-    11 ms, data waits up to 9 ms)."""
-
-    def __init__(self, peer: list):
-        self.acks = sorted((t for t in peer if "A" in t.flags and t.cap_ts_ns is not None and t.rec is not None
-                            and t.rec.get("action") == "forward" and "prop_ms" in t.rec),
-                           key=lambda t: t.cap_ts_ns)
-        self.ts = [t.cap_ts_ns for t in self.acks]
-
-    def wait_ms(self, seg: Tx, scan: int = 256) -> float:
-        end = (seg.seq + seg.len) & MASK
-        i = bisect.bisect_right(self.ts, seg.cap_ts_ns)
-        for a in self.acks[i:i + scan]:
-            if not _seq_lt(a.ack, end):
-                return max(0.0, (a.rec["ts_ns"] - a.rec["rx_ts_ns"]) / 1e6 - a.rec["prop_ms"])
-        return 0.0
 
 
 def _burst_tails(flow, d, firsts: list, sent: list, retx: list, known: list) -> list:
