@@ -35,8 +35,8 @@ pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-pool")]
 # What the pool showed and the detectors do not do yet (docs/accuracy.md has the table).
 KNOWN_GAPS: dict[str, str] = {
     "bufferbloat": "the detector's RTT samples carry delayed ACKs; near the 1.3x / 20 ms line it disagrees with "
-                   "the measured queue (both directions' waits) both ways, and flows sharing a 32 Mbit/s queue "
-                   "correlate weakly with their own bytes in flight (pool 1-96: P 0.97 R 0.73)",
+                   "the measured queue both ways (the ACK path waits too), and flows sharing a 32 Mbit/s queue "
+                   "correlate weakly with their own bytes in flight (pool 1-96: P 0.94 R 0.80)",
     "tail_loss": "a response tail repaired by loss state's go-back-N right after the ACK of an earlier hole's "
                  "RTO resend is a tail loss to the truth's message rule but not to tailscope, which tags a tail "
                  "inside an open episode only when its own timer fired (the truth's burst rule agrees with "
