@@ -176,7 +176,13 @@ def draw(seed: int, cc_choices: tuple | None = None) -> Scenario:
     # draw may exceed its budget), plus handshakes, think times and back-offs
     total = sum(r["resp"] + r["req"] for c in wl["connections"] for r in c["requests"])
     transfer_s = max(BUDGET_S, total * 8 / rate_bps)
-    deadline = round(transfer_s * 2 + 12 * rtt_ms / 1000 + (10 if p_loss > 0.04 or family == "handshake" else 4), 1)
+    # a policed Reno sender at a long RTT carries ~60 % of the policer's rate (docs/accuracy.md:
+    # draw0005 fits 3.0-3.9 of 5.1 Mbit/s), so its transfers may take ~1.7x their time at the rate:
+    # with four of them in a row, twice was too little on a loaded CI machine (draw0005's client
+    # hit its deadline in a CI run of seeds 1-40)
+    slack = 3 if family == "policing" else 2
+    deadline = round(transfer_s * slack + 12 * rtt_ms / 1000 + (10 if p_loss > 0.04 or family == "handshake" else 4),
+                     1)
     name = f"draw{seed:04d}_{family}"
     description = (f"seed {seed}: {family}; RTT {rtt_ms:.0f} ms jitter {jitter} ms; {cc}; {n_conns} conn(s) "
                    f"{mode}; " + "; ".join(params) + "; " + ", ".join(desc))
