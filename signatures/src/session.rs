@@ -409,8 +409,12 @@ impl Session {
         self.resends.release(self.tracker.now_ns(), |r| packets.push(r), &mut self.events);
         if let Some(an) = analysis {
             row.add_tcp(&an);
-            if let Some((seq, _)) = an.proved_spurious {
-                self.resends.prove_spurious(row.flow_id, !row.c2s, seq);
+            for (data_dir, proved) in an.proved_spurious.iter().enumerate() {
+                if let Some((seq, _, rows)) = *proved {
+                    for _ in 0..rows {
+                        self.resends.prove_spurious(row.flow_id, data_dir == 0, seq);
+                    }
+                }
             }
         }
         let pn = keyed.as_ref().and_then(|o| o.pn).map(|n| n as u32);
