@@ -91,7 +91,8 @@ GROUP BY client_ip, server_ip, session_no;
 --   tail_reduction_low / _high             its 95 % percentile-bootstrap interval: each transport's
 --                                          queries resampled with replacement, quic_vs_tcp_resamples()
 --                                          times; see below
---   small_sample                           either transport has fewer than quic_vs_tcp_min_queries()
+--   small_sample, small_sample_below       either transport has fewer complete queries than
+--                                          small_sample_below (= quic_vs_tcp_min_queries())
 --   quic_attempts, quic_ended_on_tcp, fallback_share   QUIC attempts of the group's flows and those
 --                                          whose session ended on TCP (quic_fallback.ended_on_tcp)
 --   sessions, mixed_sessions, mixed_session_share      client_sessions begun by the group's flows
@@ -238,6 +239,7 @@ SELECT
     ci.tail_reduction_low,
     ci.tail_reduction_high,
     least(coalesce(lat.quic_queries, 0), coalesce(lat.tcp_queries, 0)) < quic_vs_tcp_min_queries() AS small_sample,
+    quic_vs_tcp_min_queries()                                                      AS small_sample_below,
     coalesce(tail.quic_tail_queries, 0)                                            AS quic_tail_queries,
     tail.quic_tail_loss_rate,
     tail.quic_tail_loss_delay_share,
