@@ -332,3 +332,34 @@ def test_report_says_when_there_is_no_quic(tmp_path):
     md = write_report(ds, tmp_path / "r").markdown.read_text()
     section = md.split("## QUIC vs TCP", 1)[1].split("\n## ", 1)[0]
     assert "No complete QUIC queries this week" in section and "tail reduction of" not in section
+
+
+# ----------------------------------------------------------------------------------------------
+# the dashboard
+
+
+@pytest.mark.parametrize("group,grain", [("carrier", "carrier"), ("h3_cell", "hexagon"), ("network_type", "network_type")])
+def test_dashboard_tables_are_the_mart(con, group, grain):
+    from test_one_definition import panel_sql
+
+    title = {"carrier": "carrier", "h3_cell": "hexagon", "network_type": "network type"}[group]
+    panel = rows(con, panel_sql("tailscope-transport.json", f"QUIC vs TCP by {title}"))
+    mart = {r[group]: r for r in rows(con, "SELECT * FROM mart_quic_vs_tcp WHERE grain = ?", [grain])}
+    assert len(panel) == len(mart) >= 2
+    for p in panel:
+        m = mart[p[group]]
+        for k, v in p.items():
+            if k == "sample":
+                assert (v == "small sample") == m["small_sample"]
+            elif k != group:
+                assert v == (pytest.approx(m[k]) if isinstance(v, float) else m[k]), (p[group], k)
+
+
+def test_dashboard_stats_are_the_mart(con):
+    from test_one_definition import panel_sql
+
+    (week,) = rows(con, "SELECT * FROM mart_quic_vs_tcp WHERE grain = 'week'")
+    (stat,) = rows(con, panel_sql("tailscope-transport.json", "QUIC tail reduction [95% interval] and sample sizes"))
+    assert stat == {k: (pytest.approx(week[k]) if isinstance(week[k], float) else week[k]) for k in stat}
+    (fb,) = rows(con, panel_sql("tailscope-transport.json", "QUIC attempts ended on TCP / sessions mixing both"))
+    assert fb["fallback_share"] == pytest.approx(week["fallback_share"]) and fb["sessions"] == week["sessions"]
