@@ -320,7 +320,7 @@ def test_markdown(ds, capsys):
     code, out, _ = run_cli(capsys, ds, "--format", "markdown", "--by", "hexagon")
     assert code == 0
     blocks = [b for b in out.split("\n\n") if b.startswith("|")]
-    assert len(blocks) == 3
+    assert len(blocks) == 4  # overview, network, attribution, quic_vs_tcp
     for block in blocks:
         lines = block.strip().splitlines()
         assert set(lines[1].replace("|", "")) == {"-"}
