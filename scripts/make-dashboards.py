@@ -324,17 +324,17 @@ ORDER BY {order}
 QVT_COLUMNS = """quic_queries, tcp_queries, quic_p50_ms, tcp_p50_ms, quic_p99_ms, tcp_p99_ms,
        tail_reduction, tail_reduction_low, tail_reduction_high,
        CASE WHEN small_sample THEN 'small sample' ELSE '' END AS sample,
-       quic_tail_loss_delay_share, tcp_tail_loss_delay_share, quic_handshake_rtt_p50_ms, tcp_handshake_rtt_p50_ms,
+       quic_tail_loss_rate, tcp_tail_loss_rate, quic_handshake_rtt_p50_ms, tcp_handshake_rtt_p50_ms,
        fallback_share, quic_attempts, mixed_session_share, sessions"""
 QVT_UNITS = {"quic_p50_ms": "ms", "tcp_p50_ms": "ms", "quic_p99_ms": "ms", "tcp_p99_ms": "ms",
              "tail_reduction": "percentunit", "tail_reduction_low": "percentunit", "tail_reduction_high": "percentunit",
-             "quic_tail_loss_delay_share": "percentunit", "tcp_tail_loss_delay_share": "percentunit",
+             "quic_tail_loss_rate": "percentunit", "tcp_tail_loss_rate": "percentunit",
              "quic_handshake_rtt_p50_ms": "ms", "tcp_handshake_rtt_p50_ms": "ms",
              "fallback_share": "percentunit", "mixed_session_share": "percentunit"}
 QVT_DESCRIPTION = ("QUIC tail reduction = 1 - p99(QUIC) / p99(TCP) over complete queries, with its 95 % bootstrap "
                    "interval (2,000 seeded resamples; sql/marts/070_quic_vs_tcp.sql). 'small sample': fewer than 500 "
-                   "queries on either transport, the p99 rests on a handful of queries. Loss share: of the p99 tail's "
-                   "latency, charged to loss signatures. fallback_share: QUIC attempts whose session ended on TCP; "
+                   "queries on either transport, the p99 rests on a handful of queries. tail_loss_rate: the share of the "
+                   "queries at or above the p99 carrying a loss signature. fallback_share: QUIC attempts whose session ended on TCP; "
                    "mixed_session_share: client sessions that used both.")
 
 

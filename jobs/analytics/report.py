@@ -688,7 +688,7 @@ def _qvt_headline(d: dict) -> str | None:
 
 
 _QVT_HEADERS = ["slice", "queries QUIC / TCP", "p50 QUIC / TCP", "p99 QUIC / TCP", "QUIC tail reduction [95% CI]",
-                "loss in p99 tail QUIC / TCP", "handshake RTT QUIC / TCP", "QUIC ended on TCP", "sessions mixing both"]
+                "p99 tail hit by loss QUIC / TCP", "handshake RTT QUIC / TCP", "QUIC ended on TCP", "sessions mixing both"]
 
 
 def _qvt_table(d: dict) -> list[list]:
@@ -696,7 +696,7 @@ def _qvt_table(d: dict) -> list[list]:
              f"{r['quic_queries']} / {r['tcp_queries']}",
              f"{_ms(r['quic_p50_ms'])} / {_ms(r['tcp_p50_ms'])}", f"{_ms(r['quic_p99_ms'])} / {_ms(r['tcp_p99_ms'])}",
              fmt_reduction(r),
-             f"{_pct(r['quic_tail_loss_delay_share'])} / {_pct(r['tcp_tail_loss_delay_share'])}",
+             f"{_pct(r['quic_tail_loss_rate'])} / {_pct(r['tcp_tail_loss_rate'])}",
              f"{_ms(r['quic_handshake_rtt_p50_ms'])} / {_ms(r['tcp_handshake_rtt_p50_ms'])}",
              f"{_pct(r['fallback_share'])} ({r['quic_ended_on_tcp']} of {r['quic_attempts']})",
              f"{_pct(r['mixed_session_share'])} ({r['mixed_sessions']} of {r['sessions']})"] for r in _qvt_rows(d)]
@@ -707,8 +707,8 @@ QVT_NOTE = ("QUIC tail reduction = 1 − p99(QUIC) ÷ p99(TCP) over complete que
             "the same data give the same interval (sql/marts/070_quic_vs_tcp.sql). <i>small sample</i>: fewer than "
             "{below} queries on either side, where the p99 rests on at most 5 queries. A TCP connection's first query "
             "includes its setup (SYN to the first request byte); a QUIC first query includes it only where the core "
-            "measured one (setup p50 QUIC / TCP this week: {setup}). Loss in the p99 tail: the share of the tail's "
-            "latency charged to loss signatures. QUIC ended on TCP: QUIC attempts whose session got its answer over "
+            "measured one (setup p50 QUIC / TCP this week: {setup}). p99 tail hit by loss: the share of the queries "
+            "at or above the p99 carrying a loss signature (retransmissions by cause, SYN/Initial loss, policing). QUIC ended on TCP: QUIC attempts whose session got its answer over "
             "TCP (quic_fallback); sessions: a client's connections to one server address, 30 s apart at most.")
 
 

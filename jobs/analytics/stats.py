@@ -556,7 +556,7 @@ def _human(tables: dict, dataset: str, slice_desc: str, by: str | None) -> list[
     )
     qvt = tables.get("quic_vs_tcp", [])
     headers = (["group"] if by else []) + ["queries QUIC / TCP", "QUIC p50 / p95 / p99", "TCP p50 / p95 / p99",
-                                           "QUIC tail reduction [95% CI]", "loss in p99 tail QUIC / TCP",
+                                           "QUIC tail reduction [95% CI]", "p99 tail hit by loss QUIC / TCP",
                                            "handshake RTT QUIC / TCP", "QUIC ended on TCP", "sessions mixing both"]
     rows = []
     for r in qvt:
@@ -567,7 +567,7 @@ def _human(tables: dict, dataset: str, slice_desc: str, by: str | None) -> list[
                 _fmt_ms_series([r["quic_p50_ms"], r["quic_p95_ms"], r["quic_p99_ms"]], "ms"),
                 _fmt_ms_series([r["tcp_p50_ms"], r["tcp_p95_ms"], r["tcp_p99_ms"]], "ms"),
                 fmt_reduction(r),
-                f"{fmt_share(r['quic_tail_loss_delay_share'])} / {fmt_share(r['tcp_tail_loss_delay_share'])}",
+                f"{fmt_share(r['quic_tail_loss_rate'])} / {fmt_share(r['tcp_tail_loss_rate'])}",
                 f"{fmt_duration(r['quic_handshake_rtt_p50_ms'])} / {fmt_duration(r['tcp_handshake_rtt_p50_ms'])}",
                 f"{fmt_share(r['fallback_share'])} ({r['quic_ended_on_tcp']} of {r['quic_attempts']})",
                 f"{fmt_share(r['mixed_session_share'])} ({r['mixed_sessions']} of {r['sessions']})",
@@ -577,7 +577,7 @@ def _human(tables: dict, dataset: str, slice_desc: str, by: str | None) -> list[
         (
             (
                 "QUIC vs TCP (complete queries; tail reduction = 1 - p99 QUIC / p99 TCP, 95% bootstrap interval; "
-                "loss = share of the p99 tail's latency charged to loss signatures"
+                "p99 tail hit by loss = share of the queries at or above the p99 carrying a loss signature"
                 + (f"; small sample: under {qvt[0]['small_sample_below']} queries on either transport)" if qvt else ")")
             ),
             headers,
