@@ -563,7 +563,7 @@ def render_html(d: dict) -> str:
     else:
         parts.append(f"<p>{_e(headline)}</p>")
         shown = [r for r in _qvt_rows(d) if r["tail_reduction"] is not None]
-        chart = _figure(
+        chart = "" if not shown else _figure(
             svg.interval_chart([{"label": ("all traffic" if r["grain"] == "week" else _qvt_slice(r)), "value": r["tail_reduction"],
                                  "low": r["tail_reduction_low"], "high": r["tail_reduction_high"], "dim": r["small_sample"],
                                  "note": f"n = {r['quic_queries']} / {r['tcp_queries']}" + (" small" if r["small_sample"] else "")}
