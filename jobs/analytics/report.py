@@ -658,10 +658,19 @@ def _qvt_rows(d: dict) -> list[dict]:
 
 
 def _qvt_headline(d: dict) -> str | None:
-    """One sentence on all traffic's QUIC tail reduction, worded by what the sample supports."""
+    """All traffic's QUIC tail reduction, worded by what the sample supports, and its fallbacks."""
     week = next((r for r in d["quic_vs_tcp"] if r["grain"] == "week"), None)
     if week is None:
         return None
+    fallback = ""
+    if week["quic_attempts"]:
+        fallback = (f" {_pct(week['fallback_share'])} of QUIC attempts ended on TCP ({week['quic_ended_on_tcp']} of "
+                    f"{week['quic_attempts']}); {_pct(week['mixed_session_share'])} of client sessions used both "
+                    f"transports ({week['mixed_sessions']} of {week['sessions']}).")
+    return _qvt_latency_sentence(d, week) + fallback
+
+
+def _qvt_latency_sentence(d: dict, week: dict) -> str:
     if not week["quic_queries"]:
         return (f"No complete QUIC queries this week ({week['quic_flows']} QUIC connections): nothing to compare "
                 "with TCP's tail. QUIC queries come from a key log (tailscope analyze --keylog) or from the "
