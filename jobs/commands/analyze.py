@@ -85,9 +85,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "sample: what signatures and RTT questions read; fleet scale) or none; flows, queries and "
                         "events are complete either way (benchmarks/README.md: bytes per million packets)")
     p.add_argument("--jobs", "-j", type=int, metavar="N",
-                   help="captures analysed at once by the local engine (default: one per core); the dataset is "
-                        "the same for any N. One capture (a file, or a rotation set) runs on one core; each "
-                        "capture in flight holds its own flow table and batches (about 100 MiB on busy traffic)")
+                   help="threads of the local engine (default: one per core): captures run in parallel, and "
+                        "when fewer captures than N are left each capture's flows are spread over the spare threads "
+                        "(shards keyed by flow, as tcptrace-style analysis needs). The dataset is the same for any N. "
+                        "Each capture in flight holds its own flow table and batches (about 100 MiB on busy traffic)")
     p.add_argument("--pseudonymize-clients", type=Path, metavar="KEYFILE",
                    help="store client addresses as Crypto-PAn pseudonyms keyed by KEYFILE (32 bytes, raw or hex: "
                         "openssl rand -hex 32); enrichment still reads the real address; docs/privacy.md")

@@ -34,7 +34,7 @@ def batches_pass_through_python(options: AnalyzeOptions) -> bool:
     return has_sources(options.enrichment) or options.pseudonymize_key is not None
 
 
-def open_session(capture_id: str, options: AnalyzeOptions) -> "_native.Session":
+def open_session(capture_id: str, options: AnalyzeOptions, shards: int = 1) -> "_native.Session":
     session = _native.Session(
         capture_id,
         tcp_idle_timeout_s=options.tcp_idle_timeout_s,
@@ -42,6 +42,7 @@ def open_session(capture_id: str, options: AnalyzeOptions) -> "_native.Session":
         tcp_closed_linger_s=options.tcp_closed_linger_s,
         max_flows=options.max_flows,
         batch_rows=options.batch_rows,
+        shards=shards,
     )
     for path in options.keylogs:
         session.add_keylog(str(path))
@@ -57,11 +58,12 @@ class GroupRunner:
 
     `enricher` None: the batches never come back to Python (the core appends the unknown
     enrichment columns and writes every table; local.batches_pass_through_python). `progress`
-    is told each file's progress."""
+    is told each file's progress. `shards`: threads each capture's flows are analysed on (the
+    rows are the same for any number)."""
 
-    def __init__(self, options: AnalyzeOptions, writer, enricher=None, pseudonymizer=None, progress=None):
+    def __init__(self, options: AnalyzeOptions, writer, enricher=None, pseudonymizer=None, progress=None, shards=1):
         self.options, self.writer, self.enricher, self.pseudonymizer = options, writer, enricher, pseudonymizer
-        self.progress = progress
+        self.progress, self.shards = progress, shards
         self.lock = threading.Lock()  # the shared state below, and one drain's batches at a time
         self.totals = dict.fromkeys(SESSION_COUNTERS, 0)
         self.unenriched = {"flows": 0, "queries": 0, "flows_without_site": 0}
@@ -111,7 +113,7 @@ class GroupRunner:
                 if session is not None:
                     close_session()
                 capture_id = capture_id_of(p, options)
-                session = open_session(capture_id, options)
+                session = open_session(capture_id, options, self.shards)
                 session_reports, session_last_ts = [], None
                 session_site = capture_site(options.enrichment, (p.file.sidecar or {}).get("site"))
                 if self.enricher is None:

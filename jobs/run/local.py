@@ -95,6 +95,14 @@ def take_new(planned: list[Planned], reports: list[FileReport], out: Path) -> li
     return dropped
 
 
+def capture_shards(options: AnalyzeOptions, captures_at_once: int) -> int:
+    """Threads per capture: the jobs the captures running at once leave over (one capture on
+    two cores: two shards)."""
+    if options.shards is not None:
+        return max(1, options.shards)
+    return max(1, (options.jobs or os.cpu_count() or 1) // captures_at_once)
+
+
 def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None, argv: list[str] | None = None) -> RunResult:
     options = options or AnalyzeOptions()
     # first: a bad enrichment source (EnrichmentError, naming file and line) is a usage error
@@ -135,9 +143,10 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
     try:
         if replacement:
             retired, carried, rest = reprocess.stage_rest(out, replacement, run_id, writer.stage + "/rewrite")
-        runner = GroupRunner(options, writer, enricher, pseudonymizer, progress)
         groups = [list(g) for _, g in itertools.groupby(planned, key=lambda p: p.group)]
         jobs = max(1, min(options.jobs or os.cpu_count() or 1, len(groups)))
+        # Fewer captures than jobs: the spare threads analyse each capture's flows (shards).
+        runner = GroupRunner(options, writer, enricher, pseudonymizer, progress, shards=capture_shards(options, jobs))
         if jobs == 1:
             for g in groups:
                 runner.run(g)

@@ -48,6 +48,9 @@ class AnalyzeOptions:
     # captures analysed at once (each capture group on its own thread; the native core releases
     # the GIL): None means one per core. The dataset is the same for any number.
     jobs: int | None = None
+    # threads each capture's flows are analysed on (signatures/src/session/shards.rs): None means
+    # the jobs the captures running at once leave over. The dataset is the same for any number.
+    shards: int | None = None
     enrichment: EnrichmentOptions | None = field(default_factory=EnrichmentOptions)
     # SSLKEYLOGFILE paths: QUIC connections they hold secrets for are decrypted (explicit only:
     # the SSLKEYLOGFILE environment variable is never read).

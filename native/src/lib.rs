@@ -267,7 +267,8 @@ impl PySession {
     #[pyo3(signature = (capture_id, *, tcp_idle_timeout_s=defaults::TCP_IDLE_TIMEOUT_S,
                         udp_idle_timeout_s=defaults::UDP_IDLE_TIMEOUT_S, tcp_closed_linger_s=defaults::TCP_CLOSED_LINGER_S,
                         max_flows=defaults::MAX_FLOWS, batch_rows=defaults::BATCH_ROWS,
-                        community_id_seed=0))]
+                        community_id_seed=0, shards=1))]
+    #[allow(clippy::too_many_arguments)] // the Python constructor's keywords
     fn new(
         capture_id: &str,
         tcp_idle_timeout_s: f64,
@@ -276,6 +277,7 @@ impl PySession {
         max_flows: usize,
         batch_rows: usize,
         community_id_seed: u16,
+        shards: usize,
     ) -> PyResult<Self> {
         let config = session_config(
             tcp_idle_timeout_s,
@@ -285,7 +287,10 @@ impl PySession {
             batch_rows,
             community_id_seed,
         )?;
-        Ok(PySession { inner: Session::new(config, capture_id), unenriched: None, written: BTreeMap::new() })
+        let mut inner = Session::new(config, capture_id);
+        // `shards` threads analyse the capture's flows (signatures/src/session/shards.rs)
+        inner.set_shards(shards);
+        Ok(PySession { inner, unenriched: None, written: BTreeMap::new() })
     }
 
     /// Which packet rows to write: all, tagged (an analysis tag or an RTT sample) or none.
@@ -344,7 +349,7 @@ impl PySession {
             catch_unwind(AssertUnwindSafe(|| {
                 forced_panic("step");
                 session.step(cur, max_frames);
-                session.drain(false)
+                session.take_output(false)
             }))
         });
         let drained = match outcome {
@@ -355,7 +360,7 @@ impl PySession {
                 cur.done = true;
                 drop(guard);
                 cursor.file.failed(panic.as_ref());
-                Drained::default()
+                Vec::new()
             }
         };
         self.hand_over(py, drained, writer.as_deref())
@@ -372,7 +377,7 @@ impl PySession {
                 guarded(&what, "ending its flows", || {
                     forced_panic("finish");
                     session.finish();
-                    session.drain(true)
+                    session.take_output(true)
                 })
             })
             .map_err(InternalError::new_err)?;
@@ -387,7 +392,7 @@ impl PySession {
         let what = format!("capture {}", session.capture_id);
         let drained = guarded(&what, "flushing its output", || {
             forced_panic("flush");
-            session.drain(true)
+            session.take_output(true)
         })
         .map_err(InternalError::new_err)?;
         self.hand_over(py, drained, writer.as_deref())
@@ -430,6 +435,21 @@ impl PySession {
     /// The writer's tables to the writer (packets always; every table once `write_unenriched`
     /// was called); the others back to Python.
     fn hand_over(
+        &mut self,
+        py: Python<'_>,
+        drained: Vec<Drained>,
+        writer: Option<&store::PyPartWriter>,
+    ) -> PyResult<Py<PyList>> {
+        let out = PyList::empty(py);
+        for d in drained {
+            for item in self.hand_over_one(py, d, writer)?.bind(py) {
+                out.append(item)?;
+            }
+        }
+        Ok(out.unbind())
+    }
+
+    fn hand_over_one(
         &mut self,
         py: Python<'_>,
         mut drained: Drained,

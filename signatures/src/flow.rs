@@ -13,6 +13,8 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use ahash::RandomState;
 use std::net::IpAddr;
@@ -319,6 +321,9 @@ pub struct FlowTracker {
     pub finished: Vec<Flow>,
     pub evicted: u64,
     pub flows_started: u64,
+    /// Flows held by every shard of a capture (session/shards.rs): `--max-flows` bounds the
+    /// capture, not each shard. None in one pass, where the index's size is the count.
+    shared_held: Option<Arc<AtomicUsize>>,
 }
 
 impl FlowTracker {
@@ -338,11 +343,17 @@ impl FlowTracker {
             finished: Vec::new(),
             evicted: 0,
             flows_started: 0,
+            shared_held: None,
         }
     }
 
     pub fn active(&self) -> usize {
         self.index.len()
+    }
+
+    /// Count this tracker's flows in `held`, shared with the other shards of the capture.
+    pub fn share_flow_count(&mut self, held: Arc<AtomicUsize>) {
+        self.shared_held = Some(held);
     }
 
     pub fn flow(&self, slot: usize) -> &Flow {
@@ -449,7 +460,12 @@ impl FlowTracker {
     }
 
     fn start(&mut self, key: FlowKey, p: &Packet<'_>, file_index: u32) -> usize {
-        if self.index.len() >= self.config.max_flows {
+        // Shards count the flow before they check, so two starting at once cannot both pass.
+        let over = match &self.shared_held {
+            Some(h) => h.fetch_add(1, Ordering::Relaxed) >= self.config.max_flows,
+            None => self.index.len() >= self.config.max_flows,
+        };
+        if over {
             self.evict_one();
         }
         let (role_source, sender_is_client) = roles_for(p);
@@ -580,6 +596,9 @@ impl FlowTracker {
 
     fn end(&mut self, slot: usize, reason: EndReason) {
         if let Some(mut f) = self.slots[slot].take() {
+            if let Some(h) = &self.shared_held {
+                h.fetch_sub(1, Ordering::Relaxed);
+            }
             self.index.remove(&f.key);
             for k in f.aliases.drain(..) {
                 if self.index.get(&k) == Some(&slot) {

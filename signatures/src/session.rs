@@ -23,6 +23,7 @@ use crate::tags;
 use crate::tcp::PacketIn;
 
 pub mod replay;
+mod shards;
 
 /// Ended flows are written in batches of this many (they hold their summaries until then).
 const FLOWS_PER_BATCH: usize = 4096;
@@ -187,6 +188,14 @@ pub struct Session {
     /// The frames the user asked for (--since/--until/--filter); the rest are counted as skipped.
     selection: FrameSelection,
     packets_kept: PacketsKept,
+    /// Threads to spread the flows over (`set_shards`); the shards once the first file opens.
+    shard_count: usize,
+    shards: Option<shards::Shards>,
+    /// The latest decoded packet's time: where the shards' clocks end the capture.
+    horizon_ns: Option<i64>,
+    /// What finished shards counted, and their last output until it is taken.
+    shard_counters: shards::ShardCounters,
+    finished_output: Vec<Drained>,
 }
 
 impl Session {
@@ -207,7 +216,18 @@ impl Session {
             keyed_outcome: None,
             selection: FrameSelection::default(),
             packets_kept: PacketsKept::All,
+            shard_count: 1,
+            shards: None,
+            horizon_ns: None,
+            shard_counters: shards::ShardCounters::default(),
+            finished_output: Vec::new(),
         }
+    }
+
+    /// Analyse this capture's flows on `n` threads (session/shards.rs); call before the first
+    /// file. The rows are the same for any `n`.
+    pub fn set_shards(&mut self, n: usize) {
+        self.shard_count = n.max(1);
     }
 
     /// Which packet rows to write (the other tables are complete whatever it is).
@@ -261,6 +281,18 @@ impl Session {
 
     fn attach(&mut self, reader: CaptureReader, label: &str) -> FileCursor {
         self.files.push(label.to_string());
+        if self.shard_count > 1 {
+            let shards = self.shards.get_or_insert_with(|| {
+                let (config, id, keys, kept) = (&self.config, &self.capture_id, &self.keys, self.packets_kept);
+                shards::Shards::spawn(self.shard_count, || {
+                    let mut s = Session::new(config.clone(), id);
+                    s.keys = keys.clone();
+                    s.packets_kept = kept;
+                    s
+                })
+            });
+            shards.open_file(label, (self.files.len() - 1) as u32);
+        }
         let stats =
             FileStats { format: reader.format.name(), compression: reader.compression.name(), ..FileStats::default() };
         FileCursor { reader, file_index: (self.files.len() - 1) as u32, stats, done: false }
@@ -279,7 +311,7 @@ impl Session {
     /// `cur.done` at end of file or on an error (kept in the stats).
     pub fn step(&mut self, cur: &mut FileCursor, max_frames: usize) {
         for _ in 0..max_frames {
-            if self.batch_full() {
+            if self.shards.is_none() && self.batch_full() {
                 return;
             }
             let frame = match cur.reader.next_frame() {
@@ -316,7 +348,16 @@ impl Session {
             match decode_frame_into(&frame, &mut p) {
                 Ok(()) => {
                     st.decoded += 1;
-                    self.track(&p, cur.file_index);
+                    match self.shards.as_mut() {
+                        Some(shards) => {
+                            self.horizon_ns = Some(self.horizon_ns.map_or(p.ts_ns, |t| t.max(p.ts_ns)));
+                            shards.route(&frame, &p);
+                            if shards.output_waiting() {
+                                return;
+                            }
+                        }
+                        None => self.track(&p, cur.file_index),
+                    }
                 }
                 Err(reason) => st.skipped.add(reason),
             }
@@ -496,17 +537,36 @@ impl Session {
         Drained { packets, flows, events, query_flows, queries }
     }
 
+    /// Ready output, as `drain`, from the shards too: with shards, one `Drained` per shard
+    /// batch that became ready (all they hold with `force`).
+    pub fn take_output(&mut self, force: bool) -> Vec<Drained> {
+        let mut out = std::mem::take(&mut self.finished_output);
+        match self.shards.as_mut() {
+            Some(shards) => out.extend(shards.collect(force)),
+            None => out.push(self.drain(force)),
+        }
+        out
+    }
+
     /// End every flow; call once after the last file.
     pub fn finish(&mut self) {
-        self.tracker.finish();
+        match self.shards.take() {
+            Some(shards) => {
+                let (out, counters) = shards.finish(self.horizon_ns);
+                self.finished_output.extend(out);
+                self.queries_written_unsettled += counters.queries_written_unsettled;
+                self.shard_counters = counters;
+            }
+            None => self.tracker.finish(),
+        }
     }
 
     pub fn flows_started(&self) -> u64 {
-        self.tracker.flows_started
+        self.tracker.flows_started + self.shard_counters.flows_started
     }
 
     pub fn flows_evicted(&self) -> u64 {
-        self.tracker.evicted
+        self.tracker.evicted + self.shard_counters.flows_evicted
     }
 
     pub fn active_flows(&self) -> usize {
