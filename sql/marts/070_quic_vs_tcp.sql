@@ -107,11 +107,12 @@ GROUP BY client_ip, server_ip, session_no;
 -- more than 3m + 10·sqrt(m+1) + 30 below the top are left out: a resample's p99 falls there with a
 -- probability under 1e-12.
 CREATE OR REPLACE MACRO quic_vs_tcp(qsrc, fsrc) AS TABLE
-WITH q AS (
+-- q and f are read several times below: MATERIALIZED reads the sources (views over Parquet) once
+WITH q AS MATERIALIZED (
     SELECT grp, protocol, latency_ns, setup_ns, signatures, delays
     FROM query_table(qsrc) WHERE protocol IN ('quic', 'tcp')
 ),
-f AS (
+f AS MATERIALIZED (
     SELECT grp, flow_id, protocol, handshake_rtt_ms, quic_handshake_rtt_ms
     FROM query_table(fsrc) WHERE protocol IN ('quic', 'tcp')
 ),
