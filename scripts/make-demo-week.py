@@ -21,6 +21,7 @@ gets its own client address, as the TCP instances do): mostly QUIC-first session
 (an app that did not try QUIC), and QUIC attempts that fell back to TCP - 3 % of QUIC-first sessions,
 15 % on "Plover Net", a carrier throttling UDP. A session on a lossy path (the TCP mix drew a loss
 sample) is taken from quic_loss, else from quic_clean: both transports meet the same paths.
+Without those samples in samples/ the demo is TCP only (truth.json: app_sessions all 0).
 
 The regression: in the second week, clients of carrier "Kestrel Mobile" in the north region meet
 a policer (their connections are the lab's policing sample), and clients of "Heron Telecom" in one
