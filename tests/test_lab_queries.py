@@ -36,6 +36,7 @@ from tests.lab.queries_check import (  # noqa: E402
     EXPECTED,
     PSEUDO,
     QUERY_SCENARIOS,
+    REPAIR_SCENARIOS,
     TARGET,
     evaluate,
 )
@@ -132,3 +133,15 @@ def test_clean_nothing_charged(qeval, scenario):
     assert c.all_rows, "no attribution rows"
     named = [(r["level"], r["signature"], r["delay_ms"]) for r in c.all_rows if r["signature"] not in PSEUDO]
     assert not named, named
+
+
+@pytest.mark.parametrize("scenario", REPAIR_SCENARIOS)
+def test_lost_requests_and_final_acks(qeval, scenario):
+    """Issue 16: a request the capture first sees as the client's resend still opens its query,
+    flagged `request_retransmitted`, its latency from the earliest copy seen; `end` is never before
+    the last transmission of the response's bytes (a resend after a lost final ACK); query indices
+    follow the requests — each against the client's log and the relay's drops
+    (queries_check.check_repairs)."""
+    c = qeval.repairs[scenario]
+    assert c.exercised, f"{scenario}: the relay dropped nothing the check is about {_where(qeval)}"
+    assert not c.problems, "\n".join(c.problems + [_where(qeval)])

@@ -213,10 +213,11 @@ impl Flow {
         }
     }
 
-    /// The queries this flow completed: TCP's, or with a key log QUIC's per-stream ones.
+    /// The queries this flow completed: TCP's; QUIC's per stream with a key log, else inferred
+    /// (those not yet written while it lived).
     pub fn done_queries(&self) -> &[crate::queries::Query] {
-        let keyed = || self.quic.as_deref().and_then(|q| q.decrypting()).map(|k| &k.queries[..]);
-        self.tcp.as_deref().map(|t| &t.queries.done[..]).or_else(keyed).unwrap_or(&[])
+        let quic = || self.quic.as_deref().map(|q| q.decrypting().map_or(q.inferred_queries(), |k| &k.queries[..]));
+        self.tcp.as_deref().map(|t| &t.queries.done[..]).or_else(quic).unwrap_or(&[])
     }
 
     /// Scale factor for window fields in `dir` (never for SYNs themselves), once both SYNs were
@@ -345,6 +346,11 @@ impl FlowTracker {
             flows_started: 0,
             shared_held: None,
         }
+    }
+
+    /// The latest packet time seen (the table's clock).
+    pub fn now_ns(&self) -> i64 {
+        self.now_ns
     }
 
     pub fn active(&self) -> usize {
@@ -611,6 +617,9 @@ impl FlowTracker {
             let end_ns = f.end_ns;
             if let Some(t) = f.tcp.as_mut() {
                 t.finish(end_ns);
+            }
+            if let Some(q) = f.quic.as_mut() {
+                q.finish();
             }
             // The flow row needs only the summaries from here on.
             // A flow that closed itself says so even if a timeout or the end of the capture is

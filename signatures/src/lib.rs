@@ -11,6 +11,7 @@ pub mod pseudonym;
 pub mod queries;
 pub mod quic;
 pub mod quic_keyed;
+pub mod quic_queries;
 pub mod quic_recovery;
 pub mod quic_summary;
 pub mod rtt;

@@ -44,9 +44,42 @@ impl Charges {
 /// bufferbloat excess).
 const QUEUE_MIN_NS: i64 = 20_000_000;
 
+/// How an exchange was found (the `method` column; docs/queries.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Method {
+    /// A TCP byte stream's client and server bursts (this module).
+    #[default]
+    TcpBytes,
+    /// A QUIC bidirectional stream read with a key log (crate::quic_keyed).
+    QuicStreams,
+    /// Encrypted QUIC packets' sizes and times (crate::quic_queries).
+    QuicInferred,
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::TcpBytes => "tcp_bytes",
+            Method::QuicStreams => "quic_streams",
+            Method::QuicInferred => "quic_inferred",
+        }
+    }
+}
+
+/// `confidence` of an inferred QUIC query whose boundaries are clear, and of one whose are not
+/// (it opened while the previous response still streamed, or client data arrived during its
+/// response: multiplexed requests may have merged). Measured in the QUIC queries lab
+/// (tests/test_lab_quic_queries.py: the share of inferred queries matching one client request
+/// with latency within one RTT; docs/queries.md#quic-without-keys).
+pub const CONFIDENCE_INFERRED: f64 = 0.9;
+pub const CONFIDENCE_AMBIGUOUS: f64 = 0.5;
+
 #[derive(Debug, Clone, Default)]
 pub struct Query {
     pub index: u32,
+    pub method: Method,
+    /// Inferred QUIC queries only: the exchange's boundaries are unsure (see `confidence`).
+    pub ambiguous: bool,
     pub start_ns: i64,
     pub first_byte_ns: Option<i64>,
     pub last_byte_ns: Option<i64>,
@@ -84,6 +117,19 @@ impl Query {
     }
     pub fn complete(&self) -> bool {
         self.first_byte_ns.is_some() && self.acked_ns.is_some()
+    }
+    /// A query found by `method`, its first request byte at `start_ns`.
+    pub fn new(index: u32, start_ns: i64, method: Method) -> Query {
+        Query { index, start_ns, method, ..Query::default() }
+    }
+    /// 1.0 where the exchange is read from the bytes or streams themselves (TCP, QUIC with a
+    /// key log); lower where it is inferred from encrypted packets.
+    pub fn confidence(&self) -> f64 {
+        match (self.method, self.ambiguous) {
+            (Method::TcpBytes | Method::QuicStreams, _) => 1.0,
+            (Method::QuicInferred, false) => CONFIDENCE_INFERRED,
+            (Method::QuicInferred, true) => CONFIDENCE_AMBIGUOUS,
+        }
     }
 }
 
@@ -142,6 +188,9 @@ pub struct Seen {
     pub tail_episode: bool,
     /// A reordered segment: how long the hole it filled was open.
     pub reorder_ns: Option<i64>,
+    /// A resend filling a hole the capture had seen skipped (its bytes' first copy never reached
+    /// it, so no query counted them): when the hole opened, and how many bytes it filled.
+    pub hole: Option<(i64, u32)>,
 }
 
 impl QueryTracker {
@@ -195,6 +244,8 @@ impl QueryTracker {
         if request_bytes > 0 {
             q.request_bytes += u64::from(request_bytes);
             q.request_packets += u64::from(s.c2s);
+            // Some of its bytes came only as a resend, whichever packet opened it.
+            q.request_retransmitted |= resent_request;
         }
         if s.c2s {
             // The first ACK covering the response's end delivers it; later ones (the ACK of the
@@ -266,6 +317,19 @@ impl QueryTracker {
             // the capture after that ACK).
             let counted = self.acked_unseen.map_or(0, |(a, b)| overlap((s.seq, data_end), (a, b)));
             return (s.new_data.saturating_sub(counted), false);
+        }
+        // A resend filling a hole in the request the capture saw skipped: those bytes' first copy
+        // was lost before it, so none was counted (lab scenario request_resent: a 5 kB request
+        // missing one segment counted 3,552 bytes). Only into a query still waiting for its
+        // response (the server answers once all of the request arrived) whose request skipped
+        // them (the hole opened since it started), less what the server's ACK already counted.
+        let awaiting = self.current.as_ref().filter(|q| q.first_byte_ns.is_none()).map(|q| q.start_ns);
+        if let (Some(since), Some((opened, n)), Some(_)) = (awaiting, s.hole, s.retx_delay_ns) {
+            let hole = (s.seq, s.seq.wrapping_add(n));
+            let counted = self.acked_unseen.map_or(0, |(a, b)| overlap(hole, (a, b)));
+            if opened >= since && n > counted {
+                return (n - counted, true);
+            }
         }
         // A resend (keep-alives and probes carry no retransmission delay): the part beyond every
         // byte counted so far.
@@ -437,6 +501,7 @@ mod tests {
             rtt_min_ns: Some(40 * MS),
             tail_episode: false,
             reorder_ns: None,
+            hole: None,
         }
     }
 
@@ -462,6 +527,32 @@ mod tests {
         assert!(q.request_retransmitted && q.complete());
         assert_eq!((q.start_ns, q.end_ns()), (300 * MS, 350 * MS));
         assert_eq!(q.charges.items, vec![("rto", 200 * MS)]);
+    }
+
+    /// Lab scenario request_resent: a request's first segment is lost before the capture, the
+    /// rest arrives and opens the query, and the client's resend fills the hole. The hole's
+    /// bytes were never counted: they are the request's too, and it is flagged.
+    #[test]
+    fn a_resend_filling_a_hole_in_the_request_counts_its_bytes() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&seen(true, 50, 150, 150, true, 500)); // 100..150 lost before the capture
+        t.observe(&Seen { hole: Some((50 * MS, 50)), ..seen(true, 90, 100, 50, false, 500) });
+        t.observe(&seen(false, 91, 500, 1000, true, 300));
+        t.observe(&seen(true, 131, 300, 0, false, 1500));
+        // The next request; a resend into a hole opened before it began (an older request's,
+        // or a damaged sequence number's) is not its bytes.
+        t.observe(&seen(true, 200, 300, 100, true, 1500));
+        t.observe(&Seen { hole: Some((90 * MS, 30)), ..seen(true, 210, 120, 30, false, 1500) });
+        t.observe(&seen(false, 211, 1500, 500, true, 400));
+        t.observe(&seen(true, 251, 400, 0, false, 2000));
+        t.close();
+        assert_eq!(t.done.len(), 2);
+        let q = &t.done[0];
+        assert_eq!((q.request_bytes, q.response_bytes, q.request_retransmitted), (200, 1000, true));
+        assert_eq!((q.start_ns, q.end_ns()), (50 * MS, 131 * MS), "from the earliest copy seen");
+        let q = &t.done[1];
+        assert_eq!((q.index, q.request_bytes, q.request_retransmitted), (1, 100, false));
     }
 
     #[test]

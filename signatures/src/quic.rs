@@ -7,6 +7,7 @@ use tailscope_parsers::quic::{
     PacketType, RetryCheck, Version,
 };
 
+use crate::quic_queries::InferredQueries;
 use crate::rtt::Samples;
 use crate::tags;
 
@@ -73,11 +74,14 @@ pub struct QuicState {
     pub migrations: u32,
     /// With a key log: Handshake and 1-RTT packets opened and analysed (crate::quic_keyed).
     pub keyed: Option<Box<crate::quic_keyed::KeyedQuic>>,
+    /// Without keys for this connection: queries inferred from packet sizes and times.
+    pub inferred: InferredQueries,
 }
 
 impl QuicState {
-    /// One UDP datagram of this flow; `dir` 0 is client to server. Returns packet tags.
-    pub fn observe(&mut self, dir: usize, ts_ns: i64, payload: &[u8]) -> u32 {
+    /// One UDP datagram of this flow; `dir` 0 is client to server; `wire_len` its payload's
+    /// length on the wire (`payload` may be cut by the snaplen). Returns packet tags.
+    pub fn observe(&mut self, dir: usize, ts_ns: i64, payload: &[u8], wire_len: u32) -> u32 {
         let legacy = match self.version {
             Some(v) => gquic::is_legacy_version(v),
             None => gquic::parse_versioned(payload).is_some(),
@@ -102,6 +106,7 @@ impl QuicState {
             }
             match p.ty {
                 PacketType::Initial => {
+                    self.inferred.long_header(dir, ts_ns, false);
                     self.initial_packets[dir] += 1;
                     if self.version_negotiation && dir == 0 {
                         self.vn_after = true;
@@ -109,15 +114,23 @@ impl QuicState {
                     mask |= self.initial(dir, ts_ns, p);
                 }
                 PacketType::Handshake => {
+                    self.inferred.long_header(dir, ts_ns, true);
                     self.handshake_packets[dir] += 1;
                     mask |= self.keyed_packet(dir, ts_ns, p, short_len);
                     if dir == 0 {
                         self.client_handshake(ts_ns);
                     }
                 }
-                PacketType::ZeroRtt => self.zero_rtt_packets += 1,
+                PacketType::ZeroRtt => {
+                    self.zero_rtt_packets += 1;
+                    // 0-RTT carries requests too: its payload (Length) as if in a short header
+                    if let (Some(len), 0) = (p.length, dir) {
+                        self.infer(dir, ts_ns, (len as u32).saturating_add(1 + p.dcid.len() as u32), p.dcid.len());
+                    }
+                }
                 PacketType::OneRtt => {
                     self.one_rtt_packets[dir] += 1;
+                    self.infer(dir, ts_ns, wire_len.saturating_sub(p.offset as u32), short_len);
                     mask |= self.keyed_packet(dir, ts_ns, p, short_len);
                     if dir == 0 {
                         self.client_handshake(ts_ns);
@@ -141,6 +154,42 @@ impl QuicState {
             }
         }
         mask
+    }
+
+    /// A 1-RTT (or 0-RTT) packet for the query inference, unless the key log opens this
+    /// connection (its streams are then read: crate::quic_keyed).
+    fn infer(&mut self, dir: usize, ts_ns: i64, len: u32, dcid_len: usize) {
+        if self.decrypting().is_none() {
+            let rtt = self.inferred.rtt_ns(self.handshake_rtt_ns);
+            self.inferred.one_rtt(dir, ts_ns, len, dcid_len, rtt);
+        }
+    }
+
+    /// The flow ended: its open inferred query is finished.
+    pub fn finish(&mut self) {
+        let rtt = self.inferred.rtt_ns(self.handshake_rtt_ns);
+        self.inferred.close(rtt);
+    }
+
+    /// The datagram's outcome for its packets row and events: the keyed analysis', and a stall
+    /// of an inferred response.
+    pub fn take_outcome(&mut self) -> Option<crate::quic_keyed::Outcome> {
+        let mut out = self.keyed.as_mut().map(|k| k.take_outcome());
+        if let Some(s) = self.inferred.stall.take() {
+            out.get_or_insert_with(Default::default).events.push(crate::quic_keyed::KeyedEvent {
+                c2s: false,
+                signature: "quic_pto_stall",
+                cause: Some("inferred"),
+                delay_ns: Some(s.delay_ns),
+                pn: None,
+            });
+        }
+        out
+    }
+
+    /// The queries this connection's inference finished (with a key log: none, see `infer`).
+    pub fn inferred_queries(&self) -> &[crate::queries::Query] {
+        &self.inferred.ready
     }
 
     /// A Google QUIC Q035–Q043 packet: none of the IETF header layouts applies (reading one as a
@@ -393,7 +442,7 @@ mod tests {
         // UDP blocked beyond the capture: the client repeats its ClientHello, nobody answers.
         let mut q = QuicState::default();
         for (i, t) in [0, 1000, 3000].into_iter().enumerate() {
-            q.observe(0, t * MS, &hello(V1, DCID, i as u64));
+            q.observe(0, t * MS, &hello(V1, DCID, i as u64), 1200);
         }
         assert_eq!(q.initial_retx[0], 2);
         assert_eq!(q.initial_loss_delay_ns, 0);
@@ -403,12 +452,12 @@ mod tests {
     #[test]
     fn answered_repeat_is_initial_loss() {
         let mut q = QuicState::default();
-        q.observe(0, 0, &hello(V1, DCID, 0));
-        q.observe(0, 300 * MS, &hello(V1, DCID, 1));
-        q.observe(0, 900 * MS, &hello(V1, DCID, 2));
-        q.observe(1, 920 * MS, &server_initial(V1));
+        q.observe(0, 0, &hello(V1, DCID, 0), 1200);
+        q.observe(0, 300 * MS, &hello(V1, DCID, 1), 1200);
+        q.observe(0, 900 * MS, &hello(V1, DCID, 2), 1200);
+        q.observe(1, 920 * MS, &server_initial(V1), 1200);
         // A repeat after the server's answer (the ServerHello was lost) changes nothing.
-        q.observe(0, 1500 * MS, &hello(V1, DCID, 3));
+        q.observe(0, 1500 * MS, &hello(V1, DCID, 3), 1200);
         assert_eq!(q.initial_retx[0], 3);
         assert_eq!(q.initial_loss_delay_ns, 900 * MS);
     }
@@ -417,10 +466,10 @@ mod tests {
     fn version_negotiation_restarts_the_first_flight() {
         // v2 offered, server speaks v1 only: VN, then the client's v1 first flight.
         let mut q = QuicState::default();
-        q.observe(0, 0, &hello(V2, DCID, 0));
-        q.observe(1, 20 * MS, &version_negotiation(V1));
-        q.observe(0, 45 * MS, &hello(V1, DCID, 0));
-        q.observe(1, 65 * MS, &server_initial(V1));
+        q.observe(0, 0, &hello(V2, DCID, 0), 1200);
+        q.observe(1, 20 * MS, &version_negotiation(V1), 1200);
+        q.observe(0, 45 * MS, &hello(V1, DCID, 0), 1200);
+        q.observe(1, 65 * MS, &server_initial(V1), 1200);
         assert_eq!(q.initial_retx[0], 0);
         assert_eq!(q.initial_loss_delay_ns, 0);
         assert!(q.version_negotiation && q.vn_after);
@@ -428,11 +477,11 @@ mod tests {
         // The v1 ClientHello lost after the capture, its repeat answered: measured from the
         // v1 first flight, not from the v2 one.
         let mut q = QuicState::default();
-        q.observe(0, 0, &hello(V2, DCID, 0));
-        q.observe(1, 20 * MS, &version_negotiation(V1));
-        q.observe(0, 45 * MS, &hello(V1, DCID, 0));
-        q.observe(0, 345 * MS, &hello(V1, DCID, 1));
-        q.observe(1, 365 * MS, &server_initial(V1));
+        q.observe(0, 0, &hello(V2, DCID, 0), 1200);
+        q.observe(1, 20 * MS, &version_negotiation(V1), 1200);
+        q.observe(0, 45 * MS, &hello(V1, DCID, 0), 1200);
+        q.observe(0, 345 * MS, &hello(V1, DCID, 1), 1200);
+        q.observe(1, 365 * MS, &server_initial(V1), 1200);
         assert_eq!(q.initial_retx[0], 1);
         assert_eq!(q.initial_loss_delay_ns, 300 * MS);
     }

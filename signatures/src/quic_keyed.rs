@@ -17,7 +17,7 @@ use tailscope_parsers::quic::{
     DecryptedInitial, KeyLog, KeyedDecryptor, PacketHeader, PacketType,
 };
 
-use crate::queries::Query;
+use crate::queries::{Method, Query};
 use crate::quic_recovery::{Finding, LossCause, Rtt, Sender};
 use crate::rtt::Samples;
 use crate::tags;
@@ -55,8 +55,8 @@ pub struct KeyedEvent {
     pub signature: &'static str,
     pub cause: Option<&'static str>,
     pub delay_ns: Option<i64>,
-    /// The packet number concerned (lowest 32 bits).
-    pub pn: u64,
+    /// The packet number concerned (lowest 32 bits; none for what is inferred without keys).
+    pub pn: Option<u64>,
 }
 
 /// What one datagram gave, for its packets row.
@@ -294,7 +294,7 @@ impl KeyedQuic {
                         signature: "quic_packet_lost",
                         cause: Some(cause.name()),
                         delay_ns: Some(at_ns - sent_ns),
-                        pn,
+                        pn: Some(pn),
                     });
                 }
                 Finding::Retransmission { cause, delay_ns, .. } => {
@@ -316,7 +316,7 @@ impl KeyedQuic {
                         signature: "quic_spurious_retransmission",
                         cause: None,
                         delay_ns: None,
-                        pn: original,
+                        pn: Some(original),
                     });
                 }
                 Finding::OutOfOrder { .. } => {
@@ -343,10 +343,7 @@ impl KeyedQuic {
                 if dir == 1 || self.queries.len() >= 65_536 {
                     continue; // a response to a request the capture missed
                 }
-                let mut q = Query::default();
-                q.index = self.queries.len() as u32;
-                q.start_ns = ts;
-                self.queries.push(q);
+                self.queries.push(Query::new(self.queries.len() as u32, ts, Method::QuicStreams));
                 self.streams.insert(s.stream_id, StreamQuery { query: self.queries.len() - 1, ..Default::default() });
             }
             let st = self.streams.get_mut(&s.stream_id).expect("inserted above");

@@ -92,6 +92,9 @@ impl QuicState {
         if self.migrations > 0 {
             out.push("quic_migration");
         }
+        if self.inferred.stalls > 0 {
+            out.push("quic_pto_stall");
+        }
         if let Some(k) = self.decrypting() {
             let s = &k.stats;
             for (hit, name) in [

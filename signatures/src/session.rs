@@ -23,6 +23,7 @@ use crate::tags;
 use crate::tcp::PacketIn;
 
 pub mod replay;
+mod resends;
 mod shards;
 
 /// Ended flows are written in batches of this many (they hold their summaries until then).
@@ -175,10 +176,8 @@ pub struct Session {
     /// they complete rather than held by their flow; and those flows, once each.
     queries: Vec<(i64, Query)>,
     query_flows: Vec<QueryFlow>,
-    /// Rows and events before these indices belong to an earlier file: a D-SACK no longer
-    /// relabels them (the local engine has written them out at the file's end; a replay keeps
-    /// them in the batch and marks the file boundary here instead).
-    relabel_floor: (usize, usize),
+    /// Resends waiting for a D-SACK that would prove them spurious.
+    resends: resends::Resends,
     /// Queries written before their flow's verdicts (queries::MAX_HELD_QUERIES).
     pub queries_written_unsettled: u64,
     pub totals: FileStats,
@@ -204,7 +203,7 @@ impl Session {
             tracker: FlowTracker::new(config.flow.clone(), capture_id),
             packets: PacketColumns::new(config.batch_rows),
             events: Vec::new(),
-            relabel_floor: (0, 0),
+            resends: resends::Resends::default(),
             queries_written_unsettled: 0,
             queries: Vec::new(),
             query_flows: Vec::new(),
@@ -406,16 +405,36 @@ impl Session {
         if let Some(o) = &keyed {
             row.add_keyed(o);
         }
+        let packets = &mut self.packets;
+        self.resends.release(self.tracker.now_ns(), |r| packets.push(r), &mut self.events);
         if let Some(an) = analysis {
             row.add_tcp(&an);
-            if let Some((seq, _)) = an.proved_spurious {
-                self.relabel_spurious(row.flow_id, !row.c2s, seq);
+            for (data_dir, proved) in an.proved_spurious.iter().enumerate() {
+                if let Some((seq, _, rows)) = *proved {
+                    for _ in 0..rows {
+                        self.resends.prove_spurious(row.flow_id, data_dir == 0, seq);
+                    }
+                }
             }
         }
         let pn = keyed.as_ref().and_then(|o| o.pn).map(|n| n as u32);
         let keyed_events = keyed.as_ref().map_or(&[][..], |o| &o.events[..]);
-        events::note(&row, p.tcp().map(|t| t.seq).or(pn), keyed_events, &mut self.events);
-        self.packets.push(row);
+        let seq = p.tcp().map(|t| t.seq).or(pn);
+        if resends::Resends::is_resend(&row) {
+            let mut held = Vec::new();
+            events::note(&row, seq, keyed_events, &mut held);
+            self.resends.hold(row, held);
+        } else {
+            events::note(&row, seq, keyed_events, &mut self.events);
+            self.packets.push(row);
+        }
+    }
+
+    /// Write out the resends still waiting for a D-SACK (a file ends: one in the next file
+    /// relabels nothing).
+    pub(crate) fn release_resends(&mut self) {
+        let packets = &mut self.packets;
+        self.resends.release(i64::MAX, |r| packets.push(r), &mut self.events);
     }
 
     fn query_batch_rows(&self) -> usize {
@@ -424,17 +443,23 @@ impl Session {
 
     fn take_ready_queries(&mut self, slot: usize) {
         let f = self.tracker.flow_mut(slot);
-        let Some(t) = f.tcp.as_mut() else { return };
-        if t.queries.ready.is_empty() {
+        let ready = match (f.tcp.as_mut(), f.quic.as_mut()) {
+            (Some(t), _) => {
+                self.queries_written_unsettled += std::mem::take(&mut t.queries.written_unsettled);
+                &mut t.queries.ready
+            }
+            (None, Some(q)) => &mut q.inferred.ready,
+            (None, None) => return,
+        };
+        if ready.is_empty() {
             return;
         }
-        self.queries_written_unsettled += std::mem::take(&mut t.queries.written_unsettled);
         let id = f.flow_id;
         // A flow's queries complete one at a time, so its entry, if any, is usually the last.
         if !self.query_flows.iter().rev().any(|q| q.flow_id == id) {
             self.query_flows.push(QueryFlow { flow_id: id, client: f.client, start_ns: f.start_ns });
         }
-        self.queries.extend(t.queries.ready.drain(..).map(|q| (id, q)));
+        self.queries.extend(ready.drain(..).map(|q| (id, q)));
     }
 
     /// What the payload says above the transport: QUIC headers and Initials, or a TLS
@@ -451,8 +476,8 @@ impl Session {
             }
             let Some(q) = f.quic.as_mut() else { return mask };
             let known = (q.scid[0].len(), q.scid[1].len());
-            mask |= q.observe(dir, p.ts_ns, p.payload);
-            self.keyed_outcome = q.keyed.as_mut().map(|k| k.take_outcome());
+            mask |= q.observe(dir, p.ts_ns, p.payload, p.payload_len);
+            self.keyed_outcome = q.take_outcome();
             if q.hello && !f.tls_checked {
                 f.tls_checked = true;
                 f.sni = q.sni.clone();
@@ -479,27 +504,13 @@ impl Session {
         mask
     }
 
-    /// A D-SACK proved a retransmission spurious after its row was made: while the row still
-    /// waits in the batch, give it the cause it turned out to have (and drop its tail-loss event).
-    /// A row already written keeps the judgement made when its packet passed.
-    fn relabel_spurious(&mut self, flow_id: i64, c2s: bool, seq: u32) {
-        let cause_bits =
-            tags::RETX_RTO | tags::RETX_FAST | tags::RETX_TLP | tags::RETX_NETWORK_DUPLICATE | tags::RETX_UNKNOWN;
-        let (row_floor, event_floor) = self.relabel_floor;
-        let Some(i) = self.packets.find_last(row_floor, flow_id, c2s, seq, cause_bits) else {
-            return;
-        };
-        let row_tags = self.packets.tags_mut(i);
-        *row_tags = (*row_tags & !(cause_bits | tags::TAIL_LOSS)) | tags::RETX_SPURIOUS;
-        let frame = self.packets.frame(i);
-        events::relabel_spurious(&mut self.events, event_floor, flow_id, frame);
-    }
-
     /// Ready output: the packet batch if full (or `force`), and the flows that have ended.
     pub fn drain(&mut self, force: bool) -> Drained {
+        if force {
+            self.release_resends();
+        }
         let packets = if !self.packets.is_empty() && (force || self.packets.len() >= self.config.batch_rows) {
             let b = self.packets.finish(&self.capture_id, &self.files);
-            self.relabel_floor.0 = 0;
             self.packets_kept.keep(b)
         } else {
             None
@@ -529,7 +540,6 @@ impl Session {
         let events = if !self.events.is_empty() && (force || self.events.len() >= self.config.batch_rows) {
             let b = events_batch(&self.events, &self.capture_id, &self.files);
             self.events.clear();
-            self.relabel_floor.1 = 0;
             Some(b)
         } else {
             None

@@ -120,7 +120,8 @@ fn a_repeated_timestamp_echo_is_not_an_rtt_sample() {
     assert_eq!(samples, vec![Some(40_000_000), None, None, Some(40_000_000)]);
 }
 
-/// Run a capture through a session and return the packets table.
+/// Run a capture through a session and return the packets table, in frame order (a resend's
+/// row joins the batch after those around it: it waits for a D-SACK, session/resends.rs).
 fn packets_of(records: &[(u64, Vec<u8>)]) -> arrow_array::RecordBatch {
     let mut sess = Session::new(SessionConfig::default(), "t");
     let mut cur = sess.open_bytes(pcap(records), "t").expect("a capture");
@@ -128,7 +129,10 @@ fn packets_of(records: &[(u64, Vec<u8>)]) -> arrow_array::RecordBatch {
         sess.step(&mut cur, 1000);
     }
     sess.finish();
-    sess.drain(true).packets.expect("packet rows")
+    let packets = sess.drain(true).packets.expect("packet rows");
+    let order = arrow_ord::sort::sort_to_indices(packets.column_by_name("frame").expect("frame"), None, None)
+        .expect("frames sort");
+    arrow_select::take::take_record_batch(&packets, &order).expect("rows in frame order")
 }
 
 /// (frame, retx_cause) of the packets that have a cause.
@@ -191,6 +195,11 @@ fn tcp_sack(sport: u16, c2s: bool, seq: u32, ack: u32, flags: u8, payload: usize
 /// The server's data segment is resent after a timeout, and the client's D-SACK later proves
 /// the resend spurious. `filler` packets of another connection pass in between.
 fn spurious_resend(filler: usize) -> Vec<(u64, Vec<u8>)> {
+    spurious_resend_proved_at(filler, 700_000)
+}
+
+/// As `spurious_resend`, the D-SACK at `dsack_us`.
+fn spurious_resend_proved_at(filler: usize, dsack_us: u64) -> Vec<(u64, Vec<u8>)> {
     let (c, s) = (1000u32, 5000u32);
     let mut out = vec![
         (0, tcp_sack(40000, true, c, 0, 0x02, 0, None)),
@@ -203,25 +212,33 @@ fn spurious_resend(filler: usize) -> Vec<(u64, Vec<u8>)> {
     for i in 0..filler {
         out.push((631_100 + i as u64, tcp_sack(40001, true, 7000, 9000, 0x10, 0, None)));
     }
-    out.push((700_000, tcp_sack(40000, true, c + 101, s + 1001, 0x10, 0, Some((s + 1, s + 1001)))));
+    out.push((dsack_us, tcp_sack(40000, true, c + 101, s + 1001, 0x10, 0, Some((s + 1, s + 1001)))));
     out
 }
 
-/// The resent segment's row gets the cause its D-SACK proved, wherever the row waits in the
-/// packet batch being filled (in the staged rows or already in the columns).
+/// The resent segment's row gets the cause its D-SACK proved within the hold (5 s of capture
+/// time, session/resends.rs), however many rows passed in between and whatever the batch size:
+/// the rows do not depend on where a batch ends (nor, so, on how flows are spread over shards).
 #[test]
 fn a_dsack_relabels_a_resend_anywhere_in_the_pending_batch() {
-    for filler in [0, 10, 5_000, 9_000] {
-        let mut s = Session::new(SessionConfig::default(), "t");
+    for (filler, batch_rows) in [(0, 65_536), (10, 65_536), (5_000, 65_536), (9_000, 65_536), (5_000, 16)] {
+        let config = SessionConfig { batch_rows, ..SessionConfig::default() };
+        let mut s = Session::new(config, "t");
         let mut cur = s.open_bytes(pcap(&spurious_resend(filler)), "t").expect("a capture");
+        let (mut packets, mut events) = (Vec::new(), Vec::new());
+        let mut take = |d: tailscope_signatures::session::Drained| {
+            packets.extend(d.packets);
+            events.extend(d.events);
+        };
         while !cur.done {
             s.step(&mut cur, 100_000);
+            take(s.drain(false));
         }
         s.finish();
-        let d = s.drain(true);
-        let packets = d.packets.expect("packet rows");
+        take(s.drain(true));
+        let packets = arrow_select::concat::concat_batches(&packets[0].schema(), &packets).unwrap();
         assert_eq!(retx_causes(&packets), vec![(6, "spurious".to_string())], "filler {filler}");
-        let events = d.events.expect("event rows");
+        let events = arrow_select::concat::concat_batches(&events[0].schema(), &events).unwrap();
         let sig = events.column_by_name("signature").unwrap();
         let sig = sig.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
         let ev_cause = events.column_by_name("cause").unwrap();
@@ -230,4 +247,13 @@ fn a_dsack_relabels_a_resend_anywhere_in_the_pending_batch() {
             (0..events.num_rows()).map(|i| (sig.value(i), ev_cause.is_valid(i).then(|| ev_cause.value(i)))).collect();
         assert_eq!(evs, vec![("retransmission", Some("spurious"))], "filler {filler}");
     }
+}
+
+/// A D-SACK more than the hold after the resend finds its row written with the cause judged when
+/// it passed (the hold bounds what waits; 5 s is past any round trip a D-SACK needs).
+#[test]
+fn a_dsack_after_the_hold_relabels_nothing() {
+    let frames = spurious_resend_proved_at(0, 631_000 + 5_100_000);
+    let packets = packets_of(&frames);
+    assert_eq!(retx_causes(&packets), vec![(6, "rto".to_string())]);
 }

@@ -86,6 +86,10 @@ class ScenarioResult:
     def connects(self) -> list[dict]:
         return [r for r in self.client_records() if r.get("kind") == "connect"]
 
+    def quic_attempts(self) -> list[dict]:
+        """The QUIC app client's connection attempts (tests/lab/quic_apps.py; none for the TCP app)."""
+        return [r for r in self.client_records() if r.get("kind") == "quic_attempt"]
+
 
 def _read_jsonl(path: Path) -> list[dict]:
     with open(path) as f:

@@ -129,7 +129,8 @@ from pathlib import Path
 
 from .evaluate import EVAL_SCENARIOS, _read
 from .harness import ScenarioResult, run_scenarios
-from .scenarios import conn, get, workload
+from .pcapread import read_pcap
+from .scenarios import Scenario, conn, get, workload
 
 TARGET = 0.95
 QUEUE_IMPAIRED_NS = 20_000_000      # a queue this deep (in time) delays a request
@@ -156,8 +157,31 @@ BUFFERBLOAT_P99 = get("bufferbloat").replace(
                       *[conn(*[(200, 2000, 0.02)] * 4, start_s=0.15 + 0.02 * i) for i in range(25)],
                       parallel=True))
 
+# Issue 16's queries proof: requests lost before the capture and lost final ACKs, against the
+# client's log (check_repairs). Requests are 1 kB, one segment each, so dropping segment 1 drops the
+# request's only copy before the capture: the server first sees the client's resend (its loss
+# probe or RTO, ~200+ ms later). The final-ACK case needs the ACK to be the client's last word for
+# a while: the next request waits 0.8 s, so the server's TLP (or RTO) resends the response's tail
+# before anything else tells it the response arrived.
+REQUEST_RESENT = Scenario(
+    "request_resent", "Client->server drops before the capture: the first segment of request 1 (5 kB: the "
+                      "server sees the rest first), the third of request 2, and the only segment of request "
+                      "3 (1 kB: the server first sees the client's resend)",
+    workload(conn((5000, 20000), (5000, 20000, 0.1), (5000, 20000, 0.1), (1000, 5000, 0.1))),
+    intends=("retransmission",),
+    rules=({"kind": "segment", "dir": "c2s", "conn": 0, "msg": [1, 3], "index": [1]},
+           {"kind": "segment", "dir": "c2s", "conn": 0, "msg": [2], "index": [3]}))
+FINAL_ACK_LOSS = Scenario(
+    "final_ack_loss", "The client's ACK of the last byte of responses 0 and 1 dropped (the next request "
+                      "0.8 s later): the server resends the tail (TLP/RTO), and the query must not end "
+                      "before that resend",
+    workload(conn((200, 20000), (200, 20000, 0.8), (200, 5000, 0.8))),
+    intends=("retransmission",),
+    rules=({"kind": "final_ack", "dir": "c2s", "conn": 0, "msg": [0, 1]},))
+REPAIR_SCENARIOS = (REQUEST_RESENT.name, FINAL_ACK_LOSS.name)
+
 # The catalogue's scenarios (scenarios.py), evaluate.py's midburst variant (the catalogue's
-# midburst_loss does not put the loss into the p99) and BUFFERBLOAT_P99.
+# midburst_loss does not put the loss into the p99), BUFFERBLOAT_P99 and the two above.
 # ~20 s at max_parallel=3 on 2 cores.
 QUERY_SCENARIOS = [
     get("clean"),
@@ -172,6 +196,8 @@ QUERY_SCENARIOS = [
     get("bufferbloat"),
     BUFFERBLOAT_P99,
     get("mobile_mixed"),
+    REQUEST_RESENT,
+    FINAL_ACK_LOSS,
 ]
 
 # scenario -> the signature(s) the p99 attribution must name (module docstring: why)
@@ -344,6 +370,124 @@ def check_latencies(res: ScenarioResult, dataset: Path) -> LatencyCheck:
                    if r["t_send_ns"] <= t <= r["t_last_byte_ns"]] if r else [])
             out.pairs.append(Pair(key, i, r, q, rtt, src, ev))
     return out
+
+
+# ---- part 1b: repaired requests and responses -----------------------------------------------
+
+@dataclass
+class RepairCheck:
+    """Issue 16's queries rules on a scenario that loses requests before the capture or final ACKs,
+    each checked against the client's log and the capture: `exercised` lists what the relay did to
+    which request (the precondition), `ok` what held, `problems` what did not."""
+    scenario: str
+    exercised: list = field(default_factory=list)
+    ok: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
+
+
+def _stream_frames(res: ScenarioResult) -> dict:
+    """(key, dir) -> [(ts_ns, first offset, end offset, ack offset or None)] of the capture, offsets
+    from the sender's ISN + 1 (pcap frames, not tailscope)."""
+    frames = read_pcap(res.pcap)
+    port = res.params["port"]
+    isn, out = {}, collections.defaultdict(list)
+    for f in frames:
+        p = f.pkt
+        if p is None or not p.is_tcp:
+            continue
+        d = "c2s" if p.dport == port else "s2c" if p.sport == port else None
+        if d is None:
+            continue
+        key = _key(p.src, p.sport, p.dst, p.dport) if d == "c2s" else _key(p.dst, p.dport, p.src, p.sport)
+        if "S" in p.flag_str:
+            isn[(key, d)] = p.seq
+        base, peer = isn.get((key, d)), isn.get((key, "s2c" if d == "c2s" else "c2s"))
+        if base is None:
+            continue
+        off = (p.seq - base - 1) & 0xFFFFFFFF
+        ack = ((p.ack - peer - 1) & 0xFFFFFFFF) if peer is not None and "A" in p.flag_str else None
+        out[(key, d)].append((f.ts_ns, off, off + p.payload_len, ack))
+    return out
+
+
+def check_repairs(res: ScenarioResult, dataset: Path, lat: LatencyCheck) -> RepairCheck:
+    """For every client request: its query is at its position with its bytes (indices follow
+    requests); `start` is the first capture of any of its bytes (the earliest copy seen);
+    `request_retransmitted` is set exactly when some of its bytes reached the capture only as a
+    resend the capture can tell (a hole in it, filled later: the relay dropped a segment before
+    the capture and a later one passed); and `end` is not before the last transmission of its
+    response's bytes that left before the server saw the ACK of the response's last byte (a
+    resend after a lost final ACK). A request whose every copy before the resend was lost looks
+    at a server exactly like a first transmission (as a SYN lost before the capture, truth.py):
+    its resend opens the query, unflagged, and its latency is short by the client's timer."""
+    out = RepairCheck(res.name)
+    streams = _stream_frames(res)
+    drops = [r for r in res.drops() if r.get("proto") == "tcp" and r.get("reason") == "rule"]
+    by_key = collections.defaultdict(list)
+    for p in lat.pairs:
+        by_key[p.key].append(p)
+    for key, pairs in by_key.items():
+        req_at = resp_at = 0
+        c2s, s2c = streams.get((key, "c2s"), []), streams.get((key, "s2c"), [])
+        mine = [r for r in drops if _key(*((r["src"], r["sport"], r["dst"], r["dport"]) if r["dir"] == "c2s"
+                                             else (r["dst"], r["dport"], r["src"], r["sport"]))) == key]
+        for i, p in enumerate(pairs):
+            r, q = p.request, p.query
+            if r is None:
+                out.problems.append(f"port {key[1]} query {i}: no request (invented)")
+                continue
+            what = f"port {key[1]} request {r['index']}"
+            req = (req_at, req_at + r["req_bytes"])
+            resp = (resp_at, resp_at + r["resp_bytes"])
+            req_at, resp_at = req[1], resp[1]
+            lost = [d.get("seg") for d in mine if d["dir"] == "c2s" and d.get("msg") == r["index"] and d.get("len")]
+            lost_ack = any(d["dir"] == "c2s" and d.get("acked_msg") == r["index"] for d in mine)
+            mine_c2s = sorted((t, a, b) for t, a, b, _ in c2s if a < req[1] and req[0] < b and b > a)
+            # a hole the capture saw: a byte range captured after bytes above it had been
+            hole_seen = any(a < max(b0 for _, _, b0 in mine_c2s[:i]) and any(a0 > a for _, a0, _ in mine_c2s[:i])
+                            for i, (_, a, _) in enumerate(mine_c2s) if i)
+            if lost:
+                out.exercised.append(f"{what}: segment(s) {lost} dropped before the capture; the capture "
+                                     + ("saw the hole" if hole_seen else "cannot tell (no later byte before the resend)"))
+            if lost_ack:
+                out.exercised.append(f"{what}: final ACK dropped")
+            if q is None:
+                out.problems.append(f"{what}: no query (missed)")
+                continue
+            if q["query_index"] != i or not p.bytes_ok:
+                out.problems.append(f"{what}: query_index {q['query_index']} with {q['request_bytes']}/"
+                                    f"{q['response_bytes']} B, the request has {r['req_bytes']}/{r['resp_bytes']} B")
+            seen = [t for t, a, b, _ in c2s if a < req[1] and req[0] < b]
+            if not seen or q["start"] != min(seen):
+                out.problems.append(f"{what}: start {q['start']} is not the first capture of its bytes "
+                                    f"({min(seen) if seen else None})")
+            if bool(q["request_retransmitted"]) != (bool(lost) and hole_seen):
+                out.problems.append(f"{what}: request_retransmitted {q['request_retransmitted']}, "
+                                    + (f"segment(s) {lost} lost before the capture" if lost else "nothing lost")
+                                    + (", a hole the capture saw" if hole_seen else ""))
+            acked = [t for t, _, _, ack in c2s if ack is not None and ack >= resp[1] and resp[1] > resp[0]]
+            acked_at = min(acked) if acked else None
+            sent = [t for t, a, b, _ in s2c if a < resp[1] and resp[0] < b and (acked_at is None or t < acked_at)]
+            resends = len(sent) - len({(a, b) for t, a, b, _ in s2c if a < resp[1] and resp[0] < b
+                                       and (acked_at is None or t < acked_at)})
+            if lost_ack and resends <= 0:
+                out.problems.append(f"{what}: final ACK dropped but the server resent nothing (not exercised)")
+            if sent and q["end"] < max(sent):
+                out.problems.append(f"{what}: end {q['end']} before the last transmission of its response "
+                                    f"({max(sent)}, {(max(sent) - q['end']) / 1e6:.1f} ms later)")
+            elif lost or lost_ack:
+                out.ok.append(f"{what}: query {i}, start at the first copy seen, request_retransmitted "
+                              f"{q['request_retransmitted']}, end {(q['end'] - max(sent)) / 1e6:.1f} ms after the "
+                              f"last response transmission ({resends} resend(s) before the ACK)")
+    return out
+
+
+def repair_table(checks: list) -> str:
+    lines = []
+    for c in checks:
+        lines.append(f"{c.scenario}: exercised {len(c.exercised)}, ok {len(c.ok)}, problems {len(c.problems)}")
+        lines += ["   " + x for x in c.exercised + c.ok + c.problems]
+    return "\n".join(lines)
 
 
 def latency_table(checks: list, details: int = 6) -> str:
@@ -566,6 +710,7 @@ class QueriesEvaluation:
     datasets: dict                 # scenario -> dataset dir
     latency: dict                  # scenario -> LatencyCheck
     attribution: dict              # scenario -> AttributionCheck
+    repairs: dict = field(default_factory=dict)   # scenario -> RepairCheck (REPAIR_SCENARIOS)
     table: str = ""
     table_path: Path | None = None
 
@@ -579,7 +724,8 @@ def evaluate(results: dict, work_dir: Path) -> QueriesEvaluation:
         datasets = dict(zip(ok, ex.map(lambda n: analyze(ok[n], work_dir), ok)))
     lat = {n: check_latencies(ok[n], datasets[n]) for n in ok}
     att = {n: check_attribution(ok[n], datasets[n]) for n in ok}
-    ev = QueriesEvaluation(dict(results), datasets, lat, att)
+    rep = {n: check_repairs(ok[n], datasets[n], lat[n]) for n in ok if n in REPAIR_SCENARIOS}
+    ev = QueriesEvaluation(dict(results), datasets, lat, att, rep)
     ev.table = format_tables(ev)
     return ev
 
@@ -587,7 +733,9 @@ def evaluate(results: dict, work_dir: Path) -> QueriesEvaluation:
 def format_tables(ev: QueriesEvaluation, details: int = 6) -> str:
     parts = ["Query latency vs the client's request log", latency_table(list(ev.latency.values()), details), "",
              "Tail-latency attribution at p99 (tailscope stats' attribution on each scenario's dataset)",
-             attribution_table(list(ev.attribution.values()))]
+             attribution_table(list(ev.attribution.values())), "",
+             "Requests lost before the capture and lost final ACKs (issue 16's queries rules)",
+             repair_table(list(ev.repairs.values()))]
     failed = [f"{n}: {r!r}" for n, r in ev.results.items() if not isinstance(r, ScenarioResult)]
     failed += [f"{n}: run problems {r.problems}" for n, r in ev.results.items()
                if isinstance(r, ScenarioResult) and r.problems]
@@ -620,7 +768,8 @@ def main(argv: list[str] | None = None) -> int:
     ok1 = (n > 0 and sum(len(c.within) for c in lat) >= TARGET * n
            and not any(c.missed or c.invented or c.mismatched for c in lat))
     ok2 = all(c.result in ("PASS", "not scored") for c in ev.attribution.values())
-    return 0 if ok1 and ok2 else 1
+    ok3 = all(c.exercised and not c.problems for c in ev.repairs.values())
+    return 0 if ok1 and ok2 and ok3 else 1
 
 
 if __name__ == "__main__":

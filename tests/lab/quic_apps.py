@@ -12,7 +12,10 @@ messages run inside TLS 1.3. Both use the same self-signed certificate (generate
 the same server name on both (the view quic_fallback pairs them by it).
 
 The client runs `sessions` one after the other (`gap_s` apart); a session is one page load /
-video start: it needs one response and tries transports by `mode`:
+video start: it tries transports by `mode`, and on the connection that won sends its `requests`
+one after the other (each {req, resp, think_s}: sizes in bytes, think_s the pause before it; one
+bidirectional stream per request over QUIC, one after the other on the TLS connection over TCP;
+without `requests`, one request of `req` / `resp` bytes):
 
 * quic_first  QUIC; if the handshake does not complete within `handshake_timeout_s` (default
               1 s) the attempt is abandoned (CONNECTION_CLOSE) and the session falls back to TCP.
@@ -223,6 +226,13 @@ async def serve(cfg: dict) -> None:
 
 # -- client -------------------------------------------------------------------
 
+def _requests(spec: dict) -> list[dict]:
+    """A session's requests, in order: its `requests`, or the one `req` / `resp` of the spec."""
+    rs = spec.get("requests") or [{"req": spec.get("req", 300), "resp": spec.get("resp", 20000)}]
+    return [{"req": r.get("req", 300), "resp": r.get("resp", 20000), "think_s": float(r.get("think_s", 0.0))}
+            for r in rs]
+
+
 class _Attempt:
     """One QUIC connection attempt: protocol, transport and its log record."""
 
@@ -354,11 +364,16 @@ class Client:
             self.traces.append(tr)
 
     async def quic_request(self, a: _Attempt, si: int, spec: dict) -> bool:
-        reader, writer = await a.proto.create_stream()
-        rec = self._request_rec(si, "quic", a.rec, spec)
-        writer.write(self._request_bytes(rec))
-        writer.write_eof()
-        return await self._read_response(reader, rec)
+        ok = True
+        for r in _requests(spec):
+            if r["think_s"]:
+                await asyncio.sleep(min(r["think_s"], self._remaining()))
+            reader, writer = await a.proto.create_stream()
+            rec = self._request_rec(si, "quic", a.rec, r)
+            writer.write(self._request_bytes(rec))
+            writer.write_eof()
+            ok = await self._read_response(reader, rec) and ok
+        return ok
 
     # TCP ----------------------------------------------------------------------
     async def tcp_connect(self, si: int):
@@ -395,10 +410,15 @@ class Client:
         return reader, writer, rec
 
     async def tcp_request(self, reader, writer, crec: dict, si: int, spec: dict) -> bool:
-        rec = self._request_rec(si, "tcp", crec, spec)
-        writer.write(self._request_bytes(rec))
-        await writer.drain()
-        return await self._read_response(reader, rec)
+        ok = True
+        for r in _requests(spec):
+            if r["think_s"]:
+                await asyncio.sleep(min(r["think_s"], self._remaining()))
+            rec = self._request_rec(si, "tcp", crec, r)
+            writer.write(self._request_bytes(rec))
+            await writer.drain()
+            ok = await self._read_response(reader, rec) and ok
+        return ok
 
     async def tcp_close(self, writer, crec: dict) -> None:
         writer.close()

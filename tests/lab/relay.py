@@ -124,6 +124,14 @@ class Rule:
                 self.fired += 1
                 return info.syn_n
             return None
+        if self.kind == "final_ack":
+            # the first ACK of the last byte of the selected messages (of the other direction), when
+            # it carries nothing else (no data, SYN, FIN or RST): a lost "final ACK"
+            if pkt.payload_len == 0 and not (pkt.syn or pkt.fin or pkt.rst) and info.acked_msg is not None \
+                    and (self.msg is None or info.acked_msg in self.msg) and self._chance():
+                self.fired += 1
+                return 1
+            return None
         if self.kind not in ("segment", "tail") or pkt.payload_len == 0:
             return None
         start = info.rel_seq - 1

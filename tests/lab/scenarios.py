@@ -28,13 +28,18 @@ def workload(*connections, parallel: bool = False) -> dict:
 def sessions(*groups, gap_s: float = 0.3, handshake_timeout_s: float = 1.0, race_delay_s: float = 0.1,
              cache_broken: bool = False, server: dict | None = None) -> dict:
     """QUIC-app workload (quic_apps.py): groups are (count, mode[, resp_bytes[, quic_versions]])
-    run one after the other; sessions are sequential, `gap_s` apart. quic_versions: the versions
+    run one after the other; sessions are sequential, `gap_s` apart. resp_bytes may instead be a
+    list of requests (req_bytes, resp_bytes[, think_s]) sent one after the other on the session's
+    connection (quic_apps.py `requests`). quic_versions: the versions
     the client offers (names in quic_apps.VERSIONS). server: server options, {"quic_versions":
     [...]} (the versions it accepts) or {"quic": False} (no UDP listener: ICMP port unreachable)."""
     out = []
     for g in groups:
         n, mode = g[0], g[1]
         sess = {"mode": mode, "resp": g[2] if len(g) > 2 else 20000, "req": 300}
+        if isinstance(sess["resp"], (list, tuple)):
+            sess["requests"] = [{"req": r[0], "resp": r[1], "think_s": r[2] if len(r) > 2 else 0.0}
+                                for r in sess.pop("resp")]
         if len(g) > 3:
             sess["quic_versions"] = list(g[3])
         out += [dict(sess) for _ in range(n)]
@@ -282,6 +287,47 @@ _QUIC = [
 ]
 QUIC_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _QUIC}
 
+# HTTP/3-like request/response: several sequential requests of different sizes per connection, the
+# same workload over QUIC and over TLS/TCP in one run (tests/lab/quic_queries_eval.py scores the
+# queries tailscope infers from the encrypted packets against the client's request log). Also the
+# QUIC samples (tests/lab/samples.py), captured headers only.
+PAGE = ((300, 20000), (200, 5000, 0.05), (400, 60000, 0.05), (250, 2000, 0.1))
+_QUIC_QUERIES = [
+    Scenario(
+        "quic_queries_clean", "No impairment, 40 ms RTT: sessions alternate QUIC (quic_first) and TLS over TCP, "
+                              "four sequential requests each (20 kB, 5 kB, 60 kB, 2 kB responses).",
+        sessions((1, "quic_first", PAGE), (1, "tcp", PAGE), (1, "quic_first", PAGE), (1, "tcp", PAGE),
+                 (1, "quic_first", PAGE), (1, "tcp", PAGE), gap_s=0.2), app="quic", port=443),
+    Scenario(
+        "quic_queries_loss", "3% random loss server to client (seeded), 40 ms RTT: sessions alternate QUIC and "
+                             "TLS over TCP, four sequential requests each; losses of response tails stall a "
+                             "response until the sender's probe timeout. (Client to server losses happen before "
+                             "a server-side capture: a lost request's wait is invisible there, as a lost SYN's.)",
+        sessions(*[(1, m, PAGE) for m in ("quic_only", "tcp") * 3], gap_s=0.2, handshake_timeout_s=3.0),
+        app="quic", port=443, loss={"model": "bernoulli", "p": 0.03, "dir": "s2c"}, seed=13, deadline_s=40.0),
+    Scenario(
+        "quic_queries_queue", "4 Mbit/s bottleneck server->client with a 100 kB FIFO (200 ms of queue), 40 ms "
+                              "RTT: responses queue behind each other; sessions alternate QUIC and TLS over TCP.",
+        sessions(*[(1, m, PAGE) for m in ("quic_only", "tcp") * 3], gap_s=0.2, handshake_timeout_s=3.0),
+        app="quic", port=443, bottleneck={"dir": "s2c", "rate_kbit": 4000, "queue_bytes": 100000},
+        deadline_s=40.0),
+    Scenario(
+        "quic_queries_reordering", "No loss. Every 5th server datagram / TCP segment held back by 2 packets, every "
+                                   "3rd client one held 5 ms; sessions alternate QUIC and TLS over TCP.",
+        sessions(*[(1, m, PAGE) for m in ("quic_only", "tcp") * 3], gap_s=0.2, handshake_timeout_s=3.0),
+        app="quic", port=443,
+        rules=({"kind": "reorder", "dir": "s2c", "every": 5, "by_packets": 2},
+               {"kind": "reorder", "dir": "c2s", "every": 3, "by_ms": 5})),
+    Scenario(
+        "quic_fallback", "UDP of every 2nd QUIC connection blocked in the server namespace (after the capture): "
+                         "those sessions fall back to TLS over TCP after the 1 s handshake timeout, the others "
+                         "stay on QUIC; three requests per session.",
+        sessions((4, "quic_first", PAGE[:3]), gap_s=0.3), app="quic", port=443,
+        intends=("fallback",),
+        kernel={"server_udp_drop": {"every": 2, "mode": "all"}}),
+]
+QUIC_QUERY_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _QUIC_QUERIES}
+
 # QUIC with a key log (tests/lab/quic_keylog_eval.py): every QUIC run writes the client's
 # SSLKEYLOGFILE and both endpoints' qlogs; these put the loss and reordering on 1-RTT data, with
 # responses large enough for several packets in flight, and a handshake timeout long enough that
@@ -314,7 +360,9 @@ QUIC_KEYLOG_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _QUIC_KEYLOG}
 
 
 def get(name: str, **overrides) -> Scenario:
-    sc = SCENARIOS.get(name) or QUIC_SCENARIOS.get(name) or QUIC_KEYLOG_SCENARIOS.get(name)
+    sc = (SCENARIOS.get(name) or QUIC_SCENARIOS.get(name) or QUIC_KEYLOG_SCENARIOS.get(name)
+          or QUIC_QUERY_SCENARIOS.get(name))
     if sc is None:
-        raise KeyError(f"unknown scenario {name!r}; known: {', '.join([*SCENARIOS, *QUIC_SCENARIOS])}")
+        raise KeyError(f"unknown scenario {name!r}; known: "
+                       f"{', '.join([*SCENARIOS, *QUIC_SCENARIOS, *QUIC_KEYLOG_SCENARIOS, *QUIC_QUERY_SCENARIOS])}")
     return sc.replace(**overrides) if overrides else sc

@@ -41,6 +41,7 @@ class Stream:
     hdr_buf: bytes = b""            # header bytes carried over a segment boundary
     messages: list = field(default_factory=list)   # [start, end) offsets per message
     new_segs: dict = field(default_factory=dict)   # msg index -> first transmissions seen
+    acked_msgs: int = 0             # messages whose last byte the other side has acknowledged
 
     def feed_new(self, start: int, payload: bytes) -> None:
         """Account a first transmission covering [start, start+len(payload)):
@@ -109,6 +110,7 @@ class SegInfo:
     udp_flow: int | None = None     # UDP: ordinal of the flow among UDP flows (0-based)
     dgram_n: int | None = None      # UDP: 1-based datagram number in this direction of the flow
     quic: str | None = None         # UDP: QUIC header of the datagram's first packet (quic_first_type)
+    acked_msg: int | None = None    # TCP ACK: the other direction's message whose end it acknowledges first
 
     def as_log(self) -> dict:
         d = {"conn": self.conn, "rel_seq": self.rel_seq, "rel_ack": self.rel_ack}
@@ -118,6 +120,8 @@ class SegInfo:
             d["syn_n"] = self.syn_n
         if self.rel_seq is not None and self.conn is not None:
             d["retx"] = self.retx
+        if self.acked_msg is not None:
+            d["acked_msg"] = self.acked_msg
         if self.msg is not None:
             d["msg"] = self.msg
             d["msg_last"] = self.msg_last
@@ -195,6 +199,11 @@ class FlowTable:
         info.rel_seq = seq_diff(pkt.seq, st.isn)
         if pkt.ackf and other.isn is not None:
             info.rel_ack = seq_diff(pkt.ack, other.isn)
+            # the first ACK of the end of a message the other side sent (a response's "final ACK")
+            msgs = other.messages
+            while other.acked_msgs < len(msgs) and info.rel_ack - 1 >= msgs[other.acked_msgs][1]:
+                info.acked_msg = other.acked_msgs
+                other.acked_msgs += 1
         if pkt.payload_len == 0:
             return info
         start = info.rel_seq - 1           # stream offset of the first payload byte (SYN takes seq 0)

@@ -194,7 +194,7 @@ impl Replayer {
             } else if self.file != Some(f) {
                 // The local engine writes out a file's packets before reading the next file: a
                 // later D-SACK cannot relabel them. Same here, without cutting a batch per group.
-                self.session.relabel_floor = (self.session.packets.len(), self.session.events.len());
+                self.session.release_resends();
             }
             self.file = Some(f);
             let frame = Frame {

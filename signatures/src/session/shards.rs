@@ -6,7 +6,10 @@
 //! code with the same packets in the same order as in one pass, and its rows are the same; only
 //! their order and batching differ. `--max-flows` bounds the capture, not each shard (the flow
 //! count is shared), and at the end every shard sees the capture's last packet time, so a flow
-//! idle past its timeout by then ends as timed out, as in one pass.
+//! idle past its timeout by then ends as timed out, as in one pass. Nothing a row says depends on
+//! which rows share its output batch (a D-SACK's reach is capture time: session/resends.rs).
+//! What can differ: which flow an overfull table evicts (each shard its own least recently
+//! active), and a flow's end under timestamps that go backwards by more than its idle timeout.
 //!
 //! Frames cross to a shard copied into chunks (one buffer per chunk, not per frame); the shard
 //! decodes them again, which costs less than sending the decoded form (it borrows the buffer).

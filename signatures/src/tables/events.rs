@@ -1,6 +1,7 @@
 //! The events table: one row per signature occurrence on a packet. The rows are made here, from
 //! the packet's tags (`tags::ALL`), and nowhere else.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray, UInt32Array, UInt64Array};
@@ -70,23 +71,19 @@ pub fn note(row: &PacketRow, seq: Option<u32>, keyed: &[KeyedEvent], out: &mut V
     }
     out.extend(keyed.iter().map(|e| EventRow {
         c2s: e.c2s,
-        seq: Some(e.pn as u32),
+        seq: e.pn.map(|n| n as u32),
         ..EventRow::on(row, e.signature, e.cause, e.delay_ns)
     }));
 }
 
-/// A D-SACK proved the retransmission on this flow's `frame` spurious while its events still
-/// wait in `events` (at or after `floor`): it was no tail loss, and the rows that carry its cause
+/// A D-SACK proved the retransmission on this flow's `frame` spurious while its events are still
+/// held (session/resends.rs): it was no tail loss, and the rows that carry its cause
 /// (`retransmission`, a repeated SYN's) now say `spurious`; the packet's other events
 /// (out-of-order, ...) have no cause to change.
-pub fn relabel_spurious(events: &mut Vec<EventRow>, floor: usize, flow_id: i64, frame: u64) {
+pub fn relabel_spurious(events: &mut VecDeque<EventRow>, flow_id: i64, frame: u64) {
     let ours = |e: &EventRow| e.flow_id == flow_id && e.frame == frame;
-    let mut index = 0;
-    events.retain(|e| {
-        index += 1;
-        index <= floor || !(ours(e) && e.signature == "tail_loss")
-    });
-    for e in events[floor..].iter_mut().rev().filter(|e| ours(e) && e.cause.is_some()) {
+    events.retain(|e| !(ours(e) && e.signature == "tail_loss"));
+    for e in events.iter_mut().rev().filter(|e| ours(e) && e.cause.is_some()) {
         e.cause = Some("spurious");
     }
 }

@@ -326,41 +326,6 @@ impl PacketColumns {
         self.staged.clear();
     }
 
-    /// The index of the last row at or after `floor` of this flow direction that carries
-    /// sequence number `seq` and one of `bits` in its tags.
-    pub fn find_last(&self, floor: usize, flow_id: i64, c2s: bool, seq: u32, bits: u32) -> Option<usize> {
-        let moved = self.frame.len();
-        let staged = self.staged.iter().enumerate().rev().map(|(i, r)| (moved + i, r.flow_id, r.c2s, r.tags, r.seq));
-        let columns = (0..moved).rev().map(|i| {
-            let seq = self.seq.valid[i].then(|| self.seq.values[i]);
-            (i, self.flow_id[i], self.c2s[i], self.tags[i], seq)
-        });
-        staged
-            .chain(columns)
-            .take_while(|&(i, ..)| i >= floor)
-            .find(|&(_, id, dir, tags, s)| id == flow_id && dir == c2s && tags & bits != 0 && s == Some(seq))
-            .map(|(i, ..)| i)
-    }
-
-    /// A row's tags, to change them while the row waits in the batch.
-    pub fn tags_mut(&mut self, i: usize) -> &mut u32 {
-        let moved = self.frame.len();
-        if i < moved {
-            &mut self.tags[i]
-        } else {
-            &mut self.staged[i - moved].tags
-        }
-    }
-
-    pub fn frame(&self, i: usize) -> u64 {
-        let moved = self.frame.len();
-        if i < moved {
-            self.frame[i]
-        } else {
-            self.staged[i - moved].frame
-        }
-    }
-
     /// The rows so far as a batch; the columns start over empty.
     pub fn finish(&mut self, capture_id: &str, files: &[String]) -> RecordBatch {
         self.unstage();

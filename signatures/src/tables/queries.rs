@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use arrow_array::builder::{Int64Builder, ListBuilder, StringBuilder, StructBuilder};
 use arrow_array::{
-    ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray, UInt16Array, UInt32Array,
-    UInt64Array,
+    ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray, UInt16Array,
+    UInt32Array, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 
@@ -26,6 +26,8 @@ pub fn query_schema() -> SchemaRef {
         Field::new("capture_id", DataType::Utf8, false),
         Field::new("flow_id", DataType::Int64, false),
         Field::new("query_index", DataType::UInt32, false),
+        Field::new("method", DataType::Utf8, false),
+        Field::new("confidence", DataType::Float64, false),
         Field::new("start", ts_type(), false),
         Field::new("first_byte", ts_type(), true),
         Field::new("last_byte", ts_type(), true),
@@ -115,6 +117,8 @@ pub fn queries_batch<'a>(rows: impl Iterator<Item = (i64, &'a Query)>, capture_i
         Arc::new(StringArray::from_iter_values(std::iter::repeat_n(capture_id, n))),
         Arc::new(Int64Array::from_iter_values(qs.iter().map(|(id, _)| *id))),
         Arc::new(UInt32Array::from_iter_values(qs.iter().map(|(_, q)| q.index))),
+        Arc::new(StringArray::from_iter_values(qs.iter().map(|(_, q)| q.method.name()))),
+        Arc::new(Float64Array::from_iter_values(qs.iter().map(|(_, q)| q.confidence()))),
         ts(qs.iter().map(|(_, q)| Some(q.start_ns)).collect()),
         ts(qs.iter().map(|(_, q)| q.first_byte_ns).collect()),
         ts(qs.iter().map(|(_, q)| q.last_byte_ns).collect()),

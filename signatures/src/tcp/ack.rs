@@ -40,6 +40,7 @@ impl TcpState {
         let (ack, now) = (s.ack, s.now);
         let blocks = s.tcp.sack_blocks();
         self.dsack(s, blocks, out);
+        self.eifel_fin(s, out);
         let rev = &mut self.dir[1 - s.dir];
         let mut rack = Rack { delivered: rev.delivered_sent_ts, min_rtt: rev.rtt.min.unwrap_or(0), now };
         // A segment is best timed when it is first SACKed: its cumulative ACK may wait for a
@@ -102,13 +103,41 @@ impl TcpState {
         let (rseq, _, rtags, delay) = rev.recent_retx.remove(i).expect("index from rposition");
         if rtags & RETX_SPURIOUS == 0 {
             unspurious_stats(&mut self.stats, rtags, delay);
-            out.proved_spurious = Some((rseq, rtags));
+            out.proved_spurious[1 - s.dir] = Some((rseq, rtags, 1));
             // Fast retransmit answers later data arriving first; the original arrived after
             // all: the data was reordered past the capture.
             if rtags & RETX_FAST != 0 {
                 self.stats.reordered[1 - s.dir] += 1;
             }
         }
+    }
+
+    /// RFC 3522 (Eifel detection, as Linux's `tcp_packet_delayed` undo): the first ACK covering a
+    /// resent FIN echoes the TSval of the FIN that made the receiver advance (RFC 7323 §4.3: a
+    /// duplicate does not move TS.Recent). An echo older than the resend's stamp is the first
+    /// FIN's: it had arrived, and only its ACK was lost, so the resend was spurious (randomized lab
+    /// pool 1-96: draw0041_loss and draw0049_loss, the client's ACK of the server's FIN dropped,
+    /// the FIN resent by the RTO was called `rto`). Data resends have the D-SACK for that proof.
+    /// Every resend stamped after the echo was spurious (a FIN resent twice before the ACK got
+    /// through: pool seeds 1-40, draw0033).
+    fn eifel_fin(&mut self, s: &Segment<'_>, out: &mut Analysis) {
+        let rev = &mut self.dir[1 - s.dir];
+        let Some(&(seq, ..)) = rev.fin_resends.first() else { return };
+        if !SeqNumber(s.ack).after(seq) {
+            return;
+        }
+        let resends = std::mem::take(&mut rev.fin_resends);
+        let Some((_, ecr)) = s.tcp.ts.filter(|t| t.1 != 0) else { return };
+        // One relabelling per direction and packet (a D-SACK in this ACK went first).
+        if out.proved_spurious[1 - s.dir].is_some() {
+            return;
+        }
+        let mut proved = None;
+        for &(_, _, tags, delay) in resends.iter().filter(|r| SeqNumber(ecr).before(r.1)) {
+            unspurious_stats(&mut self.stats, tags, delay);
+            proved = Some((seq, tags, proved.map_or(1, |p: (u32, u32, u8)| p.2 + 1)));
+        }
+        out.proved_spurious[1 - s.dir] = proved;
     }
 
     /// Timestamp echo (pping): the first packet echoing a TSval the other side sent.

@@ -65,7 +65,7 @@ pub struct DirSeq {
     pub est: Estimator,
     pub rtt: Samples,
     pub(super) recovery: Option<(RecoveryKind, u32)>,
-    /// The current recovery episode began with a tail loss.
+    /// The current recovery episode holds a tail loss: its later resends repair the tail.
     pub(super) tail_episode: bool,
     pub(super) recovery_since: Option<i64>,
     pub(super) tsvals: VecDeque<(u32, i64)>,
@@ -86,6 +86,9 @@ pub struct DirSeq {
     pub(super) last_advance_ts: Option<i64>,
     /// Recent retransmissions of this direction: (seq, end, tags, delay), for D-SACK checks.
     pub(super) recent_retx: VecDeque<(u32, u32, u32, i64)>,
+    /// The resends of this direction's bare FIN, until an ACK covers it: (seq, TSval, tags,
+    /// delay) each, for the Eifel check (RFC 3522) of that ACK's echo.
+    pub(super) fin_resends: Vec<(u32, u32, u32, i64)>,
     /// RACK (RFC 8985 §6.1): the latest send time of this direction's segments the receiver is
     /// known to have got (SACKed or acknowledged); 0 before any.
     pub(super) delivered_sent_ts: i64,
@@ -135,6 +138,7 @@ impl Default for DirSeq {
             holes: VecDeque::new(),
             sack_holes: VecDeque::new(),
             recent_retx: VecDeque::new(),
+            fin_resends: Vec::new(),
             last_advance_ts: None,
             delivered_sent_ts: 0,
             high: 0,
@@ -153,6 +157,7 @@ impl DirSeq {
         self.holes = VecDeque::new();
         self.sack_holes = VecDeque::new();
         self.tsvals = VecDeque::new();
+        self.fin_resends = Vec::new();
     }
 
     /// Give back spare capacity, keeping every entry.

@@ -79,9 +79,12 @@ pub struct Analysis {
     pub rtt_ns: Option<i64>,
     /// For a retransmission: time since the bytes were first sent.
     pub retx_delay_ns: Option<i64>,
-    /// A D-SACK in this packet proved an earlier retransmission (the other direction's, at this
-    /// sequence number, with these tags) spurious: (seq, tags it was given).
-    pub proved_spurious: Option<(u32, u32)>,
+    /// Earlier retransmissions proved spurious by this packet, by the direction of their data
+    /// (0 = client to server): (seq, tags the latest was given, how many: the latest rows of
+    /// that sequence number with a cause). A D-SACK proves the other direction's; an original
+    /// arriving after its own resend proves that resend's (same direction); the echo in an ACK
+    /// of a resent FIN proves every resend stamped after it.
+    pub proved_spurious: [Option<(u32, u32, u8)>; 2],
 }
 
 #[derive(Debug, Clone, Default)]
@@ -178,6 +181,7 @@ impl TcpState {
         let mut ta = self.wireshark_tags(&s);
         let judged = self.judge(&s, &mut ta);
         let mut out = Analysis::default();
+        out.proved_spurious[s.dir] = judged.proved_spurious.map(|(seq, tags)| (seq, tags, 1));
         if judged.is_retx {
             out.retx_delay_ns = Some(self.retransmission(&s, &mut ta, judged.hole_age));
         }
@@ -194,12 +198,12 @@ impl TcpState {
         self.note_handshake_progress(&s);
         // What the flow and query tables take from this packet.
         self.count(s.dir, ta);
-        self.report_to_queries(&s, ta, &out, judged.reorder_ns);
+        self.report_to_queries(&s, ta, &out, &judged);
         out.tags = ta;
         out
     }
 
-    fn report_to_queries(&mut self, s: &Segment<'_>, ta: u32, out: &Analysis, reorder_ns: Option<i64>) {
+    fn report_to_queries(&mut self, s: &Segment<'_>, ta: u32, out: &Analysis, judged: &retransmission::Judged) {
         if s.flags & (TCP_SYN | TCP_ACK) == TCP_SYN && s.dir == 0 {
             self.queries.syn(s.now);
         }
@@ -225,7 +229,11 @@ impl TcpState {
             rtt_ns: if s.dir == 0 { out.rtt_ns } else { None },
             rtt_min_ns: self.dir[1].rtt.min,
             tail_episode: out.retx_delay_ns.is_some() && ta & TAIL_LOSS == 0 && self.dir[s.dir].tail_episode,
-            reorder_ns,
+            reorder_ns: judged.reorder_ns,
+            hole: judged
+                .hole_age
+                .filter(|_| out.retx_delay_ns.is_some() && judged.hole_bytes > 0)
+                .map(|age| (s.now - age, judged.hole_bytes)),
         });
     }
 

@@ -3,7 +3,7 @@
 //! it fills), and for a retransmission the recovery episode it belongs to, the tail loss it may
 //! reveal, and its counters. Its cause is named in `cause`.
 
-use tailscope_parsers::decode::{TCP_RST, TCP_SYN};
+use tailscope_parsers::decode::{TCP_FIN, TCP_RST, TCP_SYN};
 
 use super::cause::{classify, timer_fired};
 use super::direction::{sender_and_peer, DirSeq, RecoveryKind, MAX_HOLES};
@@ -13,6 +13,8 @@ use super::{Segment, TcpFlowStats, TcpState};
 use crate::seq_number::SeqNumber;
 use crate::tags::*;
 
+/// FIN resends remembered for the Eifel check (each backed-off RTO adds one).
+const MAX_FIN_RESENDS: usize = 8;
 /// Window scale assumed for a peer whose handshake was not seen (RFC 7323's largest).
 const MAX_WSCALE: u8 = 14;
 /// How far past the peer's advertised window a segment may start before it is out of window,
@@ -37,6 +39,11 @@ pub(super) struct Judged {
     pub(super) hole_age: Option<i64>,
     /// For reordering: how long its hole stayed open.
     pub(super) reorder_ns: Option<i64>,
+    /// How many of its bytes filled that hole (never seen before).
+    pub(super) hole_bytes: u32,
+    /// A reordered segment whose bytes a resend (this one: seq, tags) had already delivered:
+    /// that resend was spurious.
+    pub(super) proved_spurious: Option<(u32, u32)>,
 }
 
 impl TcpState {
@@ -102,9 +109,45 @@ impl TcpState {
                 fwd.newest_tsval = Some(v);
             }
         }
+        let local = self.vantage.local_dir() == Some(s.dir);
+        let far = !local && self.vantage != Vantage::Unknown;
+        let mut proved_spurious = None;
+        // An original held on the way longer than a round trip arrives after its own resend,
+        // which the capture took for the first copy: bytes a resend already brought, stamped
+        // (TSval) or numbered (IPv4 ID) before data already seen from the sender, are that held
+        // original (a later resend would carry a later stamp), and the resend they followed was
+        // spurious (randomized lab pool 1-96: client segments held 74-76 ms on RTTs of 41-71
+        // ms, draw0028_reordering and draw0092_reordering, 3 reordering flows missed).
+        if far && stamped_before && (not_advanced || (spurious && !late_original)) {
+            if let Some(i) = fwd.recent_retx.iter().rposition(|&(a, b, _, _)| {
+                SeqNumber(a).at_or_before(seq) && SeqNumber(seq.wrapping_add(seglen.max(1))).at_or_before(b)
+            }) {
+                let (rseq, _, rtags, delay) = fwd.recent_retx.remove(i).expect("index from rposition");
+                if rtags & RETX_SPURIOUS == 0 {
+                    unspurious_stats(&mut self.stats, rtags, delay);
+                    proved_spurious = Some((rseq, rtags));
+                }
+                is_retx = false;
+                *ta |= REORDERED;
+                let hole_bytes = 0;
+                return Judged {
+                    end,
+                    bad_seq,
+                    beyond_mark,
+                    late_original,
+                    is_retx,
+                    hole_age,
+                    reorder_ns,
+                    hole_bytes,
+                    proved_spurious,
+                };
+            }
+        }
+        let mut hole_bytes = 0;
         if not_advanced {
-            let local = self.vantage.local_dir() == Some(s.dir);
-            hole_age = take_hole(fwd, seq, seglen, now);
+            let filled = take_hole(fwd, seq, seglen, now);
+            hole_age = filled.map(|f| f.0);
+            hole_bytes = filled.map_or(0, |f| f.1);
             let min_rtt = if self.first_rtt_ns > 0 { self.first_rtt_ns } else { OOO_DEFAULT_NS * 2 };
             let young = hole_age.is_some_and(|age| (age as f64) < REORDER_RTT_SHARE * min_rtt as f64);
             let reordered = if local {
@@ -128,7 +171,7 @@ impl TcpState {
                 is_retx = true;
             }
         }
-        Judged { end, bad_seq, beyond_mark, late_original, is_retx, hole_age, reorder_ns }
+        Judged { end, bad_seq, beyond_mark, late_original, is_retx, hole_age, reorder_ns, hole_bytes, proved_spurious }
     }
 
     /// A retransmission: its cause, the tail loss it may reveal, the recovery episode it opens or
@@ -151,12 +194,31 @@ impl TcpState {
         *ta |= cause;
         // Tail loss: a timer-driven recovery (RTO or TLP) with nothing above the hole acked
         // or SACKed, so the last segment(s) of the burst were what was lost. Data only: a lost
-        // bare FIN (or SYN) delays no response.
-        if cause & (RETX_RTO | RETX_TLP) != 0 && seglen > 0 && flags & TCP_SYN == 0 && fwd.recovery.is_none() {
-            // Everything beyond the cumulative ACK is outstanding and un-SACKed: the burst
-            // lost its end (one segment or several), and a timer had to notice.
-            let nothing_above = SeqNumber(rev.lastack).at_or_before(seq)
-                && rev.sack_high.is_none_or(|h| SeqNumber(h).at_or_before(rev.lastack));
+        // bare FIN (or SYN) delays no response. Once per episode.
+        if cause & (RETX_RTO | RETX_TLP) != 0 && seglen > 0 && flags & TCP_SYN == 0 && !fwd.tail_episode {
+            let nothing_above = match fwd.recovery {
+                // Everything beyond the cumulative ACK is outstanding and un-SACKed: the burst
+                // lost its end (one segment or several), and a timer had to notice.
+                None => {
+                    SeqNumber(rev.lastack).at_or_before(seq)
+                        && rev.sack_high.is_none_or(|h| SeqNumber(h).at_or_before(rev.lastack))
+                }
+                // An episode for an earlier hole is open: its ACKs and SACKs covered only what
+                // was sent before this segment, which the timer now resends for the first time,
+                // with nothing at or above it acknowledged or SACKed: the burst's end was lost
+                // too, and no later segment could reveal it (randomized lab pool,
+                // draw0059_short_loss: fast recovery for one hole stalls, then the RTO resends
+                // the response's last segment). Not a loss-state resend promptly after an ACK
+                // (go-back-N): an earlier hole's repair sent after this segment was delivered,
+                // which reveals its loss as RACK does, no timer needed (pool 1-96: 3 such
+                // resends in draw0014_bottleneck and draw0090_bursty_loss).
+                Some(_) => {
+                    timer_fired(fwd, rev, now).0
+                        && original.is_some_and(|u| !u.retransmitted)
+                        && SeqNumber(rev.lastack).at_or_before(seq)
+                        && rev.sack_high.is_none_or(|h| SeqNumber(h).at_or_before(seq))
+                }
+            };
             if nothing_above {
                 *ta |= TAIL_LOSS;
                 fwd.tail_episode = true;
@@ -171,6 +233,17 @@ impl TcpState {
                 fwd.recent_retx.pop_front();
             }
             fwd.recent_retx.push_back((seq, seq.wrapping_add(seglen), *ta, now - first_ts));
+        }
+        // A repeated FIN draws no D-SACK (the receiver has closed); the echo in the ACK that
+        // covers it tells whether the first FIN had arrived (`ack::eifel_fin`).
+        if seglen == 0 && flags & TCP_FIN != 0 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
+            if let Some((tsval, _)) = s.tcp.ts {
+                fwd.fin_resends.retain(|r| r.0 == seq);
+                if fwd.fin_resends.len() >= MAX_FIN_RESENDS {
+                    fwd.fin_resends.remove(0);
+                }
+                fwd.fin_resends.push((seq, tsval, *ta, now - first_ts));
+            }
         }
         for h in fwd.sack_holes.iter_mut() {
             if SeqNumber(h.0).at_or_before(seq) && SeqNumber(seq).before(h.1) {
@@ -269,8 +342,9 @@ fn beyond_window(rev: &DirSeq, seq: u32, shift: u8) -> bool {
     allowance < 1 << 31 && SeqNumber(seq).after(ack.wrapping_add(allowance as u32))
 }
 
-/// Remove the part of a recorded hole that `[seq, seq+len)` fills; the hole's age if it had one.
-fn take_hole(d: &mut DirSeq, seq: u32, len: u32, now: i64) -> Option<i64> {
+/// Remove the part of a recorded hole that `[seq, seq+len)` fills; the hole's age and how many
+/// bytes of it the segment filled, if it filled one.
+fn take_hole(d: &mut DirSeq, seq: u32, len: u32, now: i64) -> Option<(i64, u32)> {
     let end = seq.wrapping_add(len.max(1));
     let i = d.holes.iter().position(|&(a, b, _)| SeqNumber(a).at_or_before(seq) && SeqNumber(seq).before(b))?;
     let (a, b, t) = d.holes[i];
@@ -281,7 +355,8 @@ fn take_hole(d: &mut DirSeq, seq: u32, len: u32, now: i64) -> Option<i64> {
     if SeqNumber(end).before(b) {
         d.holes.push_back((end, b, t));
     }
-    Some(now - t)
+    let filled = if SeqNumber(end).before(b) { end } else { b }.wrapping_sub(seq);
+    Some((now - t, filled.min(len)))
 }
 
 /// Move a retransmission proved spurious from its cause's counters to `retx_spurious` (and out

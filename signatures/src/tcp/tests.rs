@@ -235,3 +235,164 @@ fn a_late_hole_filler_numbered_before_later_packets_is_reordered() {
     assert_eq!(held.tags & REORDERED != 0, resend.tags & REORDERED == 0);
     assert!(cause(&resend).is_some(), "a resend: the next ID");
 }
+
+/// One packet with SACK blocks (in the other direction's sequence space).
+fn feed_sack(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, sack: &[(u32, u32)]) -> Analysis {
+    let mut tcp = TcpInfo { seq, ack, flags: A, window: 65535, header_len: 20, ..TcpInfo::default() };
+    for (i, b) in sack.iter().enumerate() {
+        tcp.sack[i] = *b;
+    }
+    tcp.sack_count = sack.len() as u8;
+    st.analyze(&PacketIn { dir, ts_ns: ms * MS, tcp: &tcp, seglen: 0, ip_id: None, peer_window_shift: None })
+}
+
+/// Randomized lab pool, draw0059_short_loss: a response loses its third segment and its last;
+/// the SACK of the fourth drives a fast retransmit of the third, whose ACK stops below the
+/// last segment. Nothing sent after the last one can reveal it, so the RTO re-sends it (fast
+/// recovery still open): the response's tail was lost, and a timer repaired it. A second
+/// resend of it, and the RTO of a segment a SACK covered bytes above, are no tail loss.
+#[test]
+fn a_tail_lost_while_recovery_for_an_earlier_hole_is_open_is_a_tail_loss() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let req_end = c + 101;
+    let mut st = handshake_and_request(c, s);
+    for i in 0..4u32 {
+        feed(&mut st, 1, 42, s + 1 + 1000 * i, req_end, PA, 1000, 65535, None);
+    }
+    let tail = s + 4001;
+    feed(&mut st, 1, 42, tail, req_end, PA, 500, 65535, None); // the response's last segment
+    feed(&mut st, 0, 82, req_end, s + 2001, A, 0, 65535, None);
+    feed_sack(&mut st, 0, 83, req_end, s + 2001, &[(s + 3001, s + 4001)]);
+    let fast = feed(&mut st, 1, 83, s + 2001, req_end, PA, 1000, 65535, None);
+    assert_eq!((cause(&fast), fast.tags & TAIL_LOSS), (Some("fast_retransmit"), 0));
+    feed(&mut st, 0, 123, req_end, tail, A, 0, 65535, None); // fast recovery's point not reached
+    assert!(st.dir[1].recovery.is_some());
+    let rto = feed(&mut st, 1, 400, tail, req_end, PA, 500, 65535, None);
+    assert_eq!(cause(&rto), Some("rto"));
+    assert_ne!(rto.tags & TAIL_LOSS, 0, "the response's tail, repaired by the timer");
+    assert_eq!(st.stats.tail_losses, 1);
+    let again = feed(&mut st, 1, 900, tail, req_end, PA, 500, 65535, None);
+    assert_eq!((cause(&again), again.tags & TAIL_LOSS), (Some("rto"), 0), "one tail loss per episode");
+    assert_eq!(st.stats.tail_losses, 1);
+
+    // The same, but the fast retransmit of the third segment is lost too: the RTO resends it,
+    // with bytes above it SACKed (no tail). The ACK of that resend shows the tail missing, and
+    // loss state's go-back-N resends it promptly: the hole's repair, sent after the tail and
+    // delivered, revealed its loss as RACK does, no timer needed (pool 1-96,
+    // draw0090_bursty_loss frame 864). No tail loss in this episode.
+    let mut st = handshake_and_request(c, s);
+    for i in 0..4u32 {
+        feed(&mut st, 1, 42, s + 1 + 1000 * i, req_end, PA, 1000, 65535, None);
+    }
+    feed(&mut st, 1, 42, tail, req_end, PA, 500, 65535, None);
+    feed_sack(&mut st, 0, 83, req_end, s + 2001, &[(s + 3001, s + 4001)]);
+    let fast = feed(&mut st, 1, 83, s + 2001, req_end, PA, 1000, 65535, None);
+    assert_eq!(cause(&fast), Some("fast_retransmit"));
+    let rto = feed(&mut st, 1, 400, s + 2001, req_end, PA, 1000, 65535, None);
+    assert_eq!((cause(&rto), rto.tags & TAIL_LOSS), (Some("rto"), 0), "a lost resend of a hole with data above");
+    feed(&mut st, 0, 440, req_end, tail, A, 0, 65535, None);
+    let go_back = feed(&mut st, 1, 440, tail, req_end, PA, 500, 65535, None);
+    assert_eq!((cause(&go_back), go_back.tags & TAIL_LOSS), (Some("rto"), 0));
+    assert_eq!(st.stats.tail_losses, 0);
+}
+
+/// Randomized lab pool, draw0028_reordering and draw0092_reordering: a client segment held
+/// longer than a round trip arrives after its own resend (SACK-driven), which the capture saw
+/// first and took for the original. The held copy is numbered (IPv4 ID) before packets already
+/// seen: it is the original, reordered, and the resend it followed was spurious. A later copy
+/// (the next ID) is a spurious retransmission as before.
+#[test]
+fn an_original_held_past_its_own_resend_is_reordered_and_the_resend_spurious() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |late_id: u32| {
+        let mut st = TcpState::default();
+        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, Some(8));
+        feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, Some(0));
+        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, Some(9));
+        // segments 0, 2, 3, 4 of an upload (IDs 10, 12, 13, 14); segment 1 (ID 11) is held
+        for (i, id) in [(0u32, 10u32), (2, 12), (3, 13), (4, 14)] {
+            feed(&mut st, 0, 41, c + 1 + 1000 * i, s + 1, PA, 1000, 65535, Some(id));
+        }
+        feed_sack(&mut st, 1, 41, s + 1, c + 1001, &[(c + 2001, c + 5001)]);
+        let resend = feed(&mut st, 0, 81, c + 1001, s + 1, PA, 1000, 65535, Some(15));
+        assert_eq!(cause(&resend), Some("fast_retransmit"), "its hole is a round trip old");
+        feed(&mut st, 1, 81, s + 1, c + 5001, A, 0, 65535, Some(1));
+        let late = feed(&mut st, 0, 120, c + 1001, s + 1, PA, 1000, 65535, Some(late_id));
+        (st, late)
+    };
+    let (st, held) = run(11);
+    assert_ne!(held.tags & REORDERED, 0, "the original, held 79 ms (RTT 40 ms)");
+    assert_ne!(held.tags & SPURIOUS_RETRANSMISSION, 0, "Wireshark's flag stays");
+    assert_eq!((cause(&held), held.retx_delay_ns), (None, None));
+    let proved = held.proved_spurious[0].expect("the resend's row is relabelled");
+    assert_eq!((proved.0, proved.1 & RETX_FAST != 0, proved.2, held.proved_spurious[1]), (c + 1001, true, 1, None));
+    assert_eq!((st.stats.retx_fast, st.stats.retx_spurious, st.stats.retx_packets[0]), (0, 1, 1));
+    assert_eq!(st.stats.reordered[0], 1);
+    let (st, again) = run(16);
+    assert_eq!((cause(&again), again.tags & REORDERED), (Some("spurious"), 0), "a second resend");
+    assert_eq!(again.proved_spurious, [None, None]);
+    assert_eq!((st.stats.retx_fast, st.stats.retx_spurious, st.stats.retx_packets[0]), (1, 1, 2));
+    assert_eq!(st.stats.reordered[0], 0);
+}
+
+/// One packet with a TCP timestamp option (TSval, TSecr).
+#[allow(clippy::too_many_arguments)]
+fn feed_ts(
+    st: &mut TcpState,
+    dir: usize,
+    ms: i64,
+    seq: u32,
+    ack: u32,
+    flags: u16,
+    len: u32,
+    ts: (u32, u32),
+) -> Analysis {
+    let tcp = TcpInfo { seq, ack, flags, window: 65535, header_len: 32, ts: Some(ts), ..TcpInfo::default() };
+    st.analyze(&PacketIn { dir, ts_ns: ms * MS, tcp: &tcp, seglen: len, ip_id: None, peer_window_shift: None })
+}
+
+/// Randomized lab pool, draw0041_loss frames 887-1026: the client's ACK of the server's FIN is
+/// lost, the RTO resends the FIN, and the client's ACK of it echoes the first FIN's TSval (a
+/// duplicate FIN does not move TS.Recent, RFC 7323 §4.3): the first FIN had arrived, the resend
+/// was spurious (RFC 3522). An echo of the resend's own stamp leaves it an RTO.
+#[test]
+fn a_fin_resend_whose_ack_echoes_the_first_fin_is_spurious() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |echo: u32| {
+        let mut st = TcpState::default();
+        feed_ts(&mut st, 0, 0, c, 0, TCP_SYN, 0, (100, 0));
+        feed_ts(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, (900, 100));
+        feed_ts(&mut st, 0, 40, c + 1, s + 1, A, 0, (140, 900));
+        feed_ts(&mut st, 0, 41, c + 1, s + 1, PA, 100, (141, 900));
+        feed_ts(&mut st, 1, 42, s + 1, c + 101, PA, 1000, (942, 141));
+        feed_ts(&mut st, 0, 82, c + 101, s + 1001, A, 0, (182, 942));
+        feed_ts(&mut st, 0, 83, c + 101, s + 1001, TCP_FIN | A, 0, (183, 942));
+        feed_ts(&mut st, 1, 83, s + 1001, c + 102, TCP_FIN | A, 0, (983, 183)); // its ACK is lost
+        let resend = feed_ts(&mut st, 1, 360, s + 1001, c + 102, TCP_FIN | A, 0, (1260, 183));
+        assert_eq!(cause(&resend), Some("rto"), "nothing says yet that the first FIN arrived");
+        let ack = feed_ts(&mut st, 0, 400, c + 102, s + 1002, A, 0, (300, echo));
+        (st, ack)
+    };
+    let (st, ack) = run(983);
+    assert_eq!(ack.proved_spurious, [None, Some((s + 1001, RETRANSMISSION | RETX_RTO, 1))]);
+    assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (0, 1));
+    let (st, ack) = run(1260);
+    assert_eq!(ack.proved_spurious, [None, None], "the first FIN was lost: the resend repaired it");
+    assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (1, 0));
+    // Resent twice before the ACK got through (pool seeds 1-40, draw0033): both were spurious
+    // when the echo is the first FIN's; only the second when it is the first resend's.
+    let twice = |echo: u32| {
+        let mut st = TcpState::default();
+        feed_ts(&mut st, 0, 0, c, 0, TCP_SYN, 0, (100, 0));
+        feed_ts(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, (900, 100));
+        feed_ts(&mut st, 0, 40, c + 1, s + 1, A, 0, (140, 900));
+        feed_ts(&mut st, 0, 83, c + 1, s + 1, TCP_FIN | A, 0, (183, 900));
+        feed_ts(&mut st, 1, 83, s + 1, c + 2, TCP_FIN | A, 0, (983, 183));
+        feed_ts(&mut st, 1, 360, s + 1, c + 2, TCP_FIN | A, 0, (1260, 183));
+        feed_ts(&mut st, 1, 900, s + 1, c + 2, TCP_FIN | A, 0, (1800, 183));
+        let ack = feed_ts(&mut st, 0, 940, c + 2, s + 2, A, 0, (300, echo));
+        (ack.proved_spurious[1].map(|p| p.2), st.stats.retx_rto, st.stats.retx_spurious)
+    };
+    assert_eq!(twice(983), (Some(2), 0, 2));
+    assert_eq!(twice(1260), (Some(1), 1, 1));
+}

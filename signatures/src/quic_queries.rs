@@ -1,0 +1,424 @@
+//! QUIC queries without keys: request/response exchanges inferred from the sizes and times of
+//! encrypted 1-RTT packets, as TLS over TCP is read (crate::queries) — a client burst of
+//! data-sized packets opens a query, the server's data-sized packets that follow are its
+//! response, the client's first packet after the response's last one delivers it. Also the one
+//! loss signature the encrypted flow shows: a response stalled until the sender's probe timeout
+//! (`quic_pto_stall`). Rules, limits and the confidence figures: docs/queries.md#quic-without-keys.
+
+use crate::queries::{Method, Query};
+
+/// A 1-RTT packet's bytes after the short header's DCID and before the AEAD tag (packet number
+/// and frames) at or above which it is taken for data. ACK-only packets of the lab's aioquic and
+/// the corpus' Chromium, Firefox, curl and quic-go connections carry 4-14 such bytes (an ACK frame
+/// with a few ranges); the smallest request seen carries 17 (quic-go's HTTP/0.9 GET in the
+/// corpus' handshake.pcap), aioquic's 300-byte requests ~310. docs/queries.md.
+pub const DATA_MIN: u32 = 16;
+/// While the server is still sending a response (its latest data packet left less than a round
+/// trip ago - at a client-side capture: and was full-sized), a client packet opens a new query
+/// only this large: below it, it is taken for ACKs (with ranges, under loss) and flow-control
+/// updates (MAX_DATA, MAX_STREAM_DATA) the download draws.
+pub const DATA_MIN_MID_RESPONSE: u32 = 64;
+/// AEAD tag of every QUIC packet protection (RFC 9001 §5.3: AES-GCM and ChaCha20-Poly1305).
+const AEAD_TAG: u32 = 16;
+/// A client datagram this large alone is likely padded (RFC 9000 §8.2.1 PATH_CHALLENGE, §14.4
+/// PMTU probes): a one-packet "request" this size answered by at most one packet is no query.
+const PADDED_MIN: u32 = 1200;
+/// The server's packet completing the handshake (HANDSHAKE_DONE, a few NEW_CONNECTION_ID, perhaps
+/// NEW_TOKEN: aioquic's is 224 bytes) is smaller than this; a response's first packet is full.
+const HANDSHAKE_DONE_MAX: u32 = 600;
+/// RFC 9000 §18.2 max_ack_delay default: a probe timeout waits at least this beyond the RTT.
+const MAX_ACK_DELAY_NS: i64 = 25_000_000;
+/// Client ACKs of one response follow each other within max_ack_delay (RFC 9000 §13.2.1: an ACK
+/// at least every second ack-eliciting packet, else when max_ack_delay expires) and a margin.
+const ACK_RUN_GAP_NS: i64 = MAX_ACK_DELAY_NS + 5_000_000;
+/// A send triggered by an arriving ACK leaves within a millisecond or two of it at a server-side
+/// capture; a probe timeout fires at least max_ack_delay after the last ACK (RFC 9002 §6.2.1).
+const UNTRIGGERED_NS: i64 = 10_000_000;
+
+/// The stall that struck the datagram's packet, for its events row.
+#[derive(Debug, Clone, Copy)]
+pub struct Stall {
+    pub delay_ns: i64,
+}
+
+/// Per-flow state of the inference (in [`crate::quic::QuicState`]).
+#[derive(Debug, Clone, Default)]
+pub struct InferredQueries {
+    current: Option<Query>,
+    /// Finished queries: no flow-level verdict changes them, so they are written while the
+    /// connection lives (the session takes them; the flow's end takes the rest).
+    pub ready: Vec<Query>,
+    next_index: u32,
+    first_initial_ns: Option<i64>,
+    server_first_ns: Option<i64>,
+    client_handshake_ns: Option<i64>,
+    /// The latest server data packet (time, size) and the largest seen.
+    last_server_data: Option<(i64, u32)>,
+    server_max: u32,
+    last_client_ns: Option<i64>,
+    /// The current query's largest request packet (a padded probe is one large packet).
+    request_max: u32,
+    /// The current query's response saw a client packet (the client is alive and acknowledging).
+    client_heard: bool,
+    /// The server sent a 1-RTT data packet (its first completes the handshake, see `server`).
+    server_one_rtt: bool,
+    /// The inferred response stalled at this packet (taken once per datagram).
+    pub stall: Option<Stall>,
+    pub stalls: u32,
+}
+
+impl InferredQueries {
+    /// A long-header packet: the handshake's times, for the first query's setup and the RTT.
+    pub fn long_header(&mut self, dir: usize, ts_ns: i64, handshake: bool) {
+        if dir == 0 {
+            if handshake {
+                self.client_handshake_ns.get_or_insert(ts_ns);
+            } else {
+                self.first_initial_ns.get_or_insert(ts_ns);
+            }
+        } else {
+            self.server_first_ns.get_or_insert(ts_ns);
+        }
+    }
+
+    /// The handshake's round trip as either vantage point sees it without keys: at the server, its
+    /// first packet to the client's first Handshake packet; at the client, its first Initial to
+    /// the server's first packet. The other leg is the peer's processing time: the larger is
+    /// the RTT. `decrypted`: the Initials' own measure, when they could be read.
+    pub fn rtt_ns(&self, decrypted: Option<i64>) -> Option<i64> {
+        let server_leg = self.client_handshake_ns.zip(self.server_first_ns).map(|(c, s)| c - s);
+        let client_leg = self.server_first_ns.zip(self.first_initial_ns).map(|(s, c)| s - c);
+        decrypted.or(server_leg.max(client_leg)).filter(|&r| r > 0)
+    }
+
+    /// The soonest a client packet can acknowledge a server packet after it, as the capture sees
+    /// it: at a server-side capture (the handshake's server leg is the longer) half the handshake
+    /// RTT (which the client's own handshake work, its certificate check, and a queue the
+    /// handshake met can make longer than the path's); at a client-side one, at once.
+    fn ack_floor(&self, rtt: Option<i64>) -> i64 {
+        match rtt {
+            Some(r) if self.server_side() => r / 2,
+            _ => 0,
+        }
+    }
+
+    /// The capture is at the server's side: the handshake's server leg is the longer.
+    fn server_side(&self) -> bool {
+        let server_leg = self.client_handshake_ns.zip(self.server_first_ns).map(|(c, s)| c - s);
+        let client_leg = self.server_first_ns.zip(self.first_initial_ns).map(|(s, c)| s - c);
+        server_leg.is_some() && server_leg >= client_leg
+    }
+
+    /// One 1-RTT packet of `len` bytes (its share of the datagram: from its first byte to the
+    /// datagram's end); `dcid_len` is its short header's connection ID length.
+    pub fn one_rtt(&mut self, dir: usize, ts_ns: i64, len: u32, dcid_len: usize, rtt: Option<i64>) {
+        let body = len.saturating_sub(1 + dcid_len as u32 + AEAD_TAG);
+        if dir == 0 {
+            self.client(ts_ns, len, body, rtt);
+        } else {
+            self.server(ts_ns, len, body, rtt);
+        }
+    }
+
+    fn client(&mut self, ts: i64, len: u32, body: u32, rtt: Option<i64>) {
+        // At a server-side capture the client cannot have seen the response's latest packet
+        // less than a round trip after it left: whatever it sends then is no answer to it.
+        let server_side = self.server_side();
+        let mid_response = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some())
+            && self
+                .last_server_data
+                .is_some_and(|(t, l)| (server_side || l * 10 >= self.server_max * 9) && rtt.is_none_or(|r| ts - t < r));
+        let answered = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
+        let data = body >= DATA_MIN;
+        let opens = data && (!answered || !mid_response || body >= DATA_MIN_MID_RESPONSE);
+        if opens && (self.current.is_none() || answered) {
+            self.open(ts, mid_response, rtt);
+        }
+        let prev_client = self.last_client_ns.replace(ts);
+        let Some(q) = self.current.as_mut() else { return };
+        if q.first_byte_ns.is_none() {
+            if data {
+                q.request_bytes += u64::from(body);
+                q.request_packets += 1;
+                self.request_max = self.request_max.max(len);
+            }
+            return;
+        }
+        // A data-sized packet while the response streams: another request merged into this
+        // exchange (multiplexed streams), or a large control frame; the boundaries are unsure.
+        if data {
+            q.ambiguous = true;
+        }
+        self.client_heard = true;
+        // The client's ACKs of the response's last packets come as a run: the first that can
+        // acknowledge its last packet, and those close behind it (a queue delays them all alike;
+        // the last of the run covers the last packet), deliver it.
+        // At a server-side capture also any client packet up to two round trips and max_ack_delay
+        // after the last response packet: a last packet the network held back is acknowledged
+        // late, after the run of ACKs of the packets before it.
+        let floor = self.ack_floor(rtt);
+        let window = rtt.filter(|_| floor > 0).map_or(0, |r| 2 * r + MAX_ACK_DELAY_NS);
+        let q = self.current.as_mut().expect("checked above");
+        let in_run = q.acked_ns.is_some() && prev_client.is_some_and(|p| ts - p <= ACK_RUN_GAP_NS);
+        let since_last = q.last_byte_ns.map(|t| ts - t);
+        let first = q.acked_ns.is_none() && since_last.is_some_and(|d| d >= floor);
+        let held = q.acked_ns.is_some() && since_last.is_some_and(|d| d <= window);
+        if in_run || first || held {
+            q.acked_ns = Some(ts);
+        }
+    }
+
+    fn server(&mut self, ts: i64, len: u32, body: u32, rtt: Option<i64>) {
+        if body < DATA_MIN {
+            return;
+        }
+        self.server_max = self.server_max.max(len);
+        let prev = self.last_server_data.replace((ts, len));
+        let first_one_rtt = !std::mem::replace(&mut self.server_one_rtt, true);
+        let server_side = self.server_side();
+        // Server data before any request (0.5-RTT data, HANDSHAKE_DONE and connection IDs, a
+        // push): no query to answer.
+        let Some(q) = self.current.as_mut() else { return };
+        // A request that reached the server with or before the client's Finished: the server's
+        // first 1-RTT packet after that Finished, when small, completes the handshake
+        // (HANDSHAKE_DONE, new connection IDs), it does not answer the request (a first response
+        // packet carrying HANDSHAKE_DONE is full-sized).
+        let after_finished = self.client_handshake_ns.is_some_and(|h| q.start_ns <= h && h <= ts);
+        if first_one_rtt && after_finished && len < HANDSHAKE_DONE_MAX {
+            return;
+        }
+        // The stall rule needs the server's clock (docs/queries.md): at a client-side capture the
+        // ACK that freed a full window is seen a round trip before the data it released.
+        if q.first_byte_ns.is_some() && server_side {
+            if let (Some((t1, _)), Some(r), Some(c)) = (prev, rtt, self.last_client_ns) {
+                let gap = ts - t1;
+                let stalled = gap >= (r * 3 / 2).max(r + MAX_ACK_DELAY_NS);
+                if stalled && self.client_heard && ts - c >= UNTRIGGERED_NS {
+                    q.charges.add_charge("quic_pto_stall", gap);
+                    self.stall = Some(Stall { delay_ns: gap });
+                    self.stalls += 1;
+                }
+            }
+        }
+        q.first_byte_ns.get_or_insert(ts);
+        q.last_byte_ns = Some(ts);
+        q.response_bytes += u64::from(body);
+        q.response_packets += 1;
+        q.acked_ns = None;
+    }
+
+    fn open(&mut self, ts: i64, mid_response: bool, rtt: Option<i64>) {
+        self.finish_current(Some(ts), rtt);
+        let mut q = Query::new(self.next_index, ts, Method::QuicInferred);
+        q.ambiguous = mid_response;
+        if q.index == 0 {
+            q.setup_ns = self.first_initial_ns.map(|t| ts - t);
+        }
+        self.next_index += 1;
+        self.client_heard = false;
+        self.request_max = 0;
+        self.current = Some(q);
+    }
+
+    /// The current query is over (the next request opened, or the flow ended: `next` None).
+    fn finish_current(&mut self, next: Option<i64>, rtt: Option<i64>) {
+        let Some(mut q) = self.current.take() else { return };
+        // A lone padded datagram answered by at most one packet: a path or MTU probe. A client
+        // burst nobody answered: control frames (a CONNECTION_CLOSE with a reason, new
+        // connection IDs) look alike, so without keys it is no query.
+        let probe = q.request_packets == 1 && self.request_max >= PADDED_MIN && q.response_packets <= 1;
+        if probe || q.response_packets == 0 {
+            self.next_index -= 1;
+            return;
+        }
+        // The next request carries the ACK of this response (no client packet between): it
+        // was delivered about a round trip after its last byte left, and not after that request.
+        if let (Some(next), None, Some(last)) = (next, q.acked_ns, q.last_byte_ns) {
+            q.acked_ns = Some(rtt.map_or(next, |r| (last + r).min(next)));
+        }
+        self.ready.push(q);
+    }
+
+    /// The flow ended: the open query is finished too.
+    pub fn close(&mut self, rtt: Option<i64>) {
+        self.finish_current(None, rtt);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+    const DCID: usize = 8;
+
+    /// A connection at a server-side capture with a 40 ms handshake RTT.
+    fn handshaken() -> InferredQueries {
+        let mut q = InferredQueries::default();
+        q.long_header(0, 0, false);
+        q.long_header(1, MS, false);
+        q.long_header(0, 41 * MS, true);
+        q
+    }
+
+    fn rtt(q: &InferredQueries) -> Option<i64> {
+        q.rtt_ns(None)
+    }
+
+    /// `n` server packets of `len` bytes from `at` ms, 1 ms apart.
+    fn response(q: &mut InferredQueries, at: i64, n: i64, len: u32) {
+        for i in 0..n {
+            let r = rtt(q);
+            q.one_rtt(1, (at + i) * MS, len, DCID, r);
+        }
+    }
+
+    fn client(q: &mut InferredQueries, at: i64, len: u32) {
+        let r = rtt(q);
+        q.one_rtt(0, at * MS, len, DCID, r);
+    }
+
+    #[test]
+    fn sequential_requests_are_one_query_each() {
+        let mut q = handshaken();
+        assert_eq!(rtt(&q), Some(40 * MS));
+        client(&mut q, 42, 331);
+        response(&mut q, 43, 10, 1200);
+        q.one_rtt(1, 53 * MS, 300, DCID, rtt(&q));
+        client(&mut q, 60, 33); // ACKs of earlier packets: too soon to acknowledge the last
+        client(&mut q, 94, 33); // its ACK, a round trip after it
+        client(&mut q, 120, 231);
+        response(&mut q, 121, 3, 1200);
+        // the next request carries the ACK of this response
+        client(&mut q, 200, 281);
+        response(&mut q, 201, 1, 500);
+        q.close(rtt(&q));
+        let qs = &q.ready;
+        assert_eq!(qs.len(), 3);
+        assert_eq!(qs[0].setup_ns, Some(42 * MS));
+        assert_eq!((qs[0].start_ns, qs[0].end_ns()), (42 * MS, 94 * MS));
+        assert_eq!(qs[0].response_packets, 11);
+        assert_eq!(qs[1].end_ns(), (123 + 40) * MS, "last byte + RTT, before the next request");
+        assert!(qs.iter().all(|x| x.method == Method::QuicInferred && !x.ambiguous));
+        assert_eq!(qs[2].end_ns(), 201 * MS, "never acknowledged: its last byte");
+    }
+
+    #[test]
+    fn a_queued_response_ends_with_the_last_ack_of_its_run() {
+        let mut q = handshaken();
+        client(&mut q, 42, 331);
+        response(&mut q, 43, 10, 1200);
+        // a queue delays the client's ACKs: the first that could be the last packet's (≥ ½ RTT
+        // after it) and those close behind it; the last of the run covers the last packet
+        for t in [85, 90, 95, 100, 120] {
+            client(&mut q, t, 33);
+        }
+        client(&mut q, 400, 33); // a later PING or keep-alive: not part of the run nor in 2 RTT
+        q.close(rtt(&q));
+        assert_eq!(q.ready[0].end_ns(), 120 * MS);
+    }
+
+    #[test]
+    fn a_held_back_last_packet_is_acknowledged_late() {
+        let mut q = handshaken();
+        client(&mut q, 42, 331);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 80, 33); // ACKs of the packets before the last
+        client(&mut q, 90, 33);
+        client(&mut q, 140, 33); // the last one's, 50 ms later: held back on the way
+        q.close(rtt(&q));
+        assert_eq!(q.ready[0].end_ns(), 140 * MS);
+    }
+
+    #[test]
+    fn acks_and_server_control_packets_are_no_queries() {
+        let mut q = handshaken();
+        // HANDSHAKE_DONE and new connection IDs before any request: nothing to answer
+        response(&mut q, 42, 1, 224);
+        client(&mut q, 45, 33);
+        client(&mut q, 50, 40);
+        q.close(rtt(&q));
+        assert!(q.ready.is_empty());
+    }
+
+    #[test]
+    fn flow_control_during_a_download_does_not_split_it() {
+        let mut q = handshaken();
+        client(&mut q, 42, 331);
+        response(&mut q, 43, 5, 1200);
+        // ACK + MAX_STREAM_DATA while the server still sends full packets
+        client(&mut q, 48, 1 + 8 + 16 + 40);
+        response(&mut q, 49, 5, 1200);
+        q.close(rtt(&q));
+        assert_eq!(q.ready.len(), 1);
+        assert!(q.ready[0].ambiguous);
+        assert_eq!(q.ready[0].response_packets, 10);
+    }
+
+    #[test]
+    fn a_response_resumed_by_its_probe_timeout_is_a_stall() {
+        let mut q = handshaken();
+        client(&mut q, 42, 331);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 85, 33); // ACKs of what arrived; the tail was lost
+                                // the probe timeout fires ~ RTT + 4 rttvar + max_ack_delay after the tail
+        response(&mut q, 47 + 110, 1, 1200);
+        client(&mut q, 200, 33);
+        q.close(rtt(&q));
+        let c = &q.ready[0].charges.items;
+        assert_eq!(c, &vec![("quic_pto_stall", 110 * MS)]);
+        assert_eq!(q.stalls, 1);
+    }
+
+    #[test]
+    fn a_pause_the_clients_ack_ends_is_no_stall() {
+        let mut q = handshaken();
+        client(&mut q, 42, 331);
+        response(&mut q, 43, 10, 1200);
+        // congestion window full: the server waits for the ACK and sends at once when it arrives
+        client(&mut q, 140, 33);
+        response(&mut q, 140, 10, 1200);
+        q.close(rtt(&q));
+        assert!(q.ready[0].charges.items.is_empty());
+    }
+
+    #[test]
+    fn a_request_before_the_clients_finished_waits_for_it() {
+        let mut q = InferredQueries::default();
+        q.long_header(0, 0, false);
+        q.long_header(1, MS, false);
+        client(&mut q, 44, 331); // reordered ahead of the client's Finished: unreadable yet
+        q.long_header(0, 49 * MS, true);
+        response(&mut q, 50, 1, 224); // HANDSHAKE_DONE: no answer to the request
+        client(&mut q, 257, 332); // the client's re-send of its request
+        response(&mut q, 258, 10, 1200);
+        client(&mut q, 300, 33);
+        client(&mut q, 800, 33);
+        q.close(rtt(&q));
+        assert_eq!(q.ready.len(), 1);
+        assert_eq!((q.ready[0].start_ns, q.ready[0].request_packets, q.ready[0].response_packets), (44 * MS, 2, 10));
+    }
+
+    #[test]
+    fn an_unanswered_client_burst_is_no_query() {
+        let mut q = handshaken();
+        client(&mut q, 42, 331);
+        response(&mut q, 43, 2, 1200);
+        client(&mut q, 90, 33);
+        client(&mut q, 500, 70); // CONNECTION_CLOSE with a reason phrase
+        q.close(rtt(&q));
+        assert_eq!(q.ready.len(), 1);
+    }
+
+    #[test]
+    fn a_padded_probe_is_no_query() {
+        let mut q = handshaken();
+        client(&mut q, 42, 331);
+        response(&mut q, 43, 2, 1200);
+        client(&mut q, 60, 33);
+        client(&mut q, 500, 1252); // PATH_CHALLENGE, padded
+        response(&mut q, 520, 1, 1252);
+        q.close(rtt(&q));
+        assert_eq!(q.ready.len(), 1);
+    }
+}
