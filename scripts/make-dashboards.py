@@ -306,6 +306,38 @@ ORDER BY p99_ms DESC
 """
 
 
+def quic_vs_tcp_sql(group: str | None, columns: str) -> str:
+    """QUIC vs TCP per group of the selection: sql/'s quic_vs_tcp macro (marts/070_quic_vs_tcp.sql),
+    the same figures as `tailscope stats --table quic_vs_tcp` and the report."""
+    grp = group or "'all'"
+    key = f"grp AS {group}, " if group else ""
+    order = "quic_queries + tcp_queries DESC" if group else "1"
+    return f"""
+WITH qq AS (SELECT {grp} AS grp, protocol, latency_ns, setup_ns, signatures, delays FROM query_facts WHERE {FILTER}),
+qf AS (SELECT {grp} AS grp, flow_id, protocol, handshake_rtt_ms, quic_handshake_rtt_ms FROM flow_facts WHERE {FILTER})
+SELECT {key}{columns}
+FROM quic_vs_tcp('qq', 'qf')
+ORDER BY {order}
+"""
+
+
+QVT_COLUMNS = """quic_queries, tcp_queries, quic_p50_ms, tcp_p50_ms, quic_p99_ms, tcp_p99_ms,
+       tail_reduction, tail_reduction_low, tail_reduction_high,
+       CASE WHEN small_sample THEN 'small sample' ELSE '' END AS sample,
+       quic_tail_loss_rate, tcp_tail_loss_rate, quic_handshake_rtt_p50_ms, tcp_handshake_rtt_p50_ms,
+       fallback_share, quic_attempts, mixed_session_share, sessions"""
+QVT_UNITS = {"quic_p50_ms": "ms", "tcp_p50_ms": "ms", "quic_p99_ms": "ms", "tcp_p99_ms": "ms",
+             "tail_reduction": "percentunit", "tail_reduction_low": "percentunit", "tail_reduction_high": "percentunit",
+             "quic_tail_loss_rate": "percentunit", "tcp_tail_loss_rate": "percentunit",
+             "quic_handshake_rtt_p50_ms": "ms", "tcp_handshake_rtt_p50_ms": "ms",
+             "fallback_share": "percentunit", "mixed_session_share": "percentunit"}
+QVT_DESCRIPTION = ("QUIC tail reduction = 1 - p99(QUIC) / p99(TCP) over complete queries, with its 95 % bootstrap "
+                   "interval (2,000 seeded resamples; sql/marts/070_quic_vs_tcp.sql). 'small sample': fewer than 500 "
+                   "queries on either transport, the p99 rests on a handful of queries. tail_loss_rate: the share of the "
+                   "queries at or above the p99 carrying a loss signature. fallback_share: QUIC attempts whose session ended on TCP; "
+                   "mixed_session_share: client sessions that used both.")
+
+
 SUMMARY_UNITS = {"p50_ms": "ms", "p95_ms": "ms", "p99_ms": "ms", "top_tail_delay_ms": "ms",
                  "lossy_share": "percentunit", "signature_rate": "percentunit"}
 TAIL_UNITS = {"tail_rate": "percentunit", "tail_delay_ms": "ms", "tail_delay_share": "percentunit"}
@@ -566,12 +598,48 @@ ORDER BY ts, frame LIMIT 10000""", units={"retx_delay_ms": "ms", "rtt_ms": "ms"}
                      [*DIMENSION_VARS, flow_var], L)
 
 
+def transports() -> dict:
+    L = Layout()
+    L.row("QUIC vs TCP in the selection")
+    # the figure with its sample sizes beside it, so a small selection says it is small
+    reduction = stat("QUIC tail reduction [95% interval] and sample sizes", quic_vs_tcp_sql(
+        None, "tail_reduction, tail_reduction_low, tail_reduction_high, quic_queries, tcp_queries"),
+        unit="percentunit", decimals=0, description=QVT_DESCRIPTION)
+    reduction["fieldConfig"]["overrides"] = [
+        {"matcher": {"id": "byName", "options": c}, "properties": [{"id": "unit", "value": "short"}]}
+        for c in ("quic_queries", "tcp_queries")]
+    L.add(reduction, 13, 4)
+    L.add(stat("p99 query latency: QUIC / TCP", quic_vs_tcp_sql(None, "quic_p99_ms, tcp_p99_ms"), unit="ms"), 5, 4)
+    fallback = stat("QUIC attempts ended on TCP / sessions mixing both", quic_vs_tcp_sql(
+        None, "fallback_share, quic_attempts, mixed_session_share, sessions"), unit="percentunit", decimals=1,
+        description="QUIC attempts whose session got its answer over TCP (quic_fallback); client sessions (a "
+                    "client's connections to one server address, 30 s apart at most) that used both transports")
+    fallback["fieldConfig"]["overrides"] = [
+        {"matcher": {"id": "byName", "options": c}, "properties": [{"id": "unit", "value": "short"}, {"id": "decimals", "value": 0}]}
+        for c in ("quic_attempts", "sessions")]
+    L.add(fallback, 6, 4)
+    L.add(timeseries("p99 query latency by transport", f"""
+SELECT {BUCKET} AS time, protocol, quantile_disc(latency_ms, 0.99) AS p99
+FROM query_facts WHERE {FILTER} AND protocol IN ('quic', 'tcp')
+GROUP BY 1, 2 ORDER BY 1""", unit="ms", log=True, description="Per $bucket bucket, QUIC and TCP queries apart"), 24, 8)
+    for group, title in (("carrier", "carrier"), ("h3_cell", "hexagon"), ("network_type", "network type")):
+        L.row(f"Per {title}")
+        links = {"carrier": CARRIER_LINK} if group == "carrier" else {"h3_cell": HEXAGON_LINK} if group == "h3_cell" else {}
+        L.add(table(f"QUIC vs TCP by {title}", quic_vs_tcp_sql(group, QVT_COLUMNS), description=QVT_DESCRIPTION,
+                    units=QVT_UNITS, links=links), 24, 8)
+    return dashboard("tailscope-transport", "tailscope: QUIC vs TCP",
+                     "QUIC and TCP side by side per carrier, hexagon and network type: latency percentiles, the QUIC tail "
+                     "reduction with its bootstrap interval and sample sizes, loss in the tail, fallback and mixed sessions",
+                     [*DIMENSION_VARS, BUCKET_VAR], L)
+
+
 DASHBOARDS = {
     "tailscope-overview.json": overview,
     "tailscope-carrier.json": carriers,
     "tailscope-hexagon.json": hexagons,
     "tailscope-signature.json": signatures,
     "tailscope-flow.json": flow,
+    "tailscope-transport.json": transports,
 }
 
 

@@ -15,6 +15,14 @@ What it writes under OUT (default demo-week/):
   regions.csv: the two regions' cells.
 - truth.json: what was injected, for tests and for the reader of the report.
 
+QUIC: about a third of the connections are sessions of an HTTP/3-capable app, taken one client
+session at a time from the QUIC lab's samples (quic_clean, quic_loss, quic_fallback; each session
+gets its own client address, as the TCP instances do): mostly QUIC-first sessions, some over TLS/TCP
+(an app that did not try QUIC), and QUIC attempts that fell back to TCP - 3 % of QUIC-first sessions,
+15 % on "Plover Net", a carrier throttling UDP. A session on a lossy path (the TCP mix drew a loss
+sample) is taken from quic_loss, else from quic_clean: both transports meet the same paths.
+Without those samples in samples/ the demo is TCP only (truth.json: app_sessions all 0).
+
 The regression: in the second week, clients of carrier "Kestrel Mobile" in the north region meet
 a policer (their connections are the lab's policing sample), and clients of "Heron Telecom" in one
 southern hexagon meet a deep queue (the bufferbloat sample); the first week's mix is the same
@@ -58,6 +66,14 @@ BASE_MIX = [("clean", 0.80), ("mobile_mixed", 0.005), ("request_loss", 0.03), ("
             ("reordering", 0.08), ("tail_loss_rto", 0.01), ("midburst_loss", 0.01), ("syn_loss", 0.0015),
             ("synack_loss", 0.0015)]
 CONNECTIONS_PER_HOUR = 14  # at the daily mean; the curve runs from ~0.3x to ~1.7x
+# QUIC (the QUIC lab's samples, split into client sessions): the share of connections that are an
+# HTTP/3-capable app's sessions; of those, the share trying QUIC first (the rest use TLS/TCP);
+# of QUIC-first sessions, the share whose QUIC attempt fails and falls back to TCP, per carrier
+QUIC_SAMPLES = {"clean": "quic_clean", "loss": "quic_loss", "fallback": "quic_fallback"}
+APP_SHARE = 0.35
+QUIC_FIRST = 0.85
+FALLBACK = {"Kestrel Mobile": 0.03, "Heron Telecom": 0.03, "Plover Net": 0.15}
+CLEAN_PATHS = {"clean", "reordering"}  # TCP mix draws whose app sessions come from quic_clean
 
 
 def diurnal(hour: int) -> float:
@@ -84,6 +100,46 @@ def cells():
     return out
 
 
+def _client_port(p) -> tuple[int, int] | None:
+    """(IP protocol, client port) of a sample packet (IPv4 over Ethernet, as the lab writes them)."""
+    d = p.data
+    if len(d) < 38 or (d[12], d[13]) != (8, 0) or not p.addrs:
+        return None
+    ihl, proto = (d[14] & 0x0F) * 4, d[23]
+    l4 = 14 + ihl
+    if proto not in (6, 17) or len(d) < l4 + 4:
+        return None
+    sport, dport = struct.unpack_from("!HH", d, l4)
+    return proto, (sport if p.addrs[0][0] == 26 else dport)  # the client address is the source at offset 26
+
+
+def quic_sessions(sample: dict, client_log: Path) -> dict[str, list[dict]]:
+    """A QUIC-lab sample split into its client sessions, by the ports the client's log gives each
+    session: {"quic": [...], "tcp": [...], "fallback": [...]} of sub-samples (the sample's dict
+    shape, times from the session's first packet). A fallback session holds the failed QUIC
+    attempt and the TCP connection that followed."""
+    ports, kind = {}, {}
+    for line in client_log.read_text().splitlines():
+        r = json.loads(line)
+        if r.get("sport") is not None and r.get("session") is not None:
+            ports[({"tcp": 6, "udp": 17}[r["proto"]], r["sport"])] = r["session"]
+        if r.get("kind") == "session":
+            kind[r["session"]] = ("fallback" if r["mode"] == "quic_first" and r["transport"] == "tcp"
+                                  else "quic" if r["transport"] == "quic" else "tcp")
+    packets: dict[int, list] = {}
+    for p in sample["packets"]:
+        s = ports.get(_client_port(p))
+        if s is not None:
+            packets.setdefault(s, []).append(p)
+    out: dict[str, list[dict]] = {"quic": [], "tcp": [], "fallback": []}
+    for s in sorted(packets):
+        pk = packets[s]
+        t0 = pk[0].ts_us
+        sub = [mt.Packet(q.ts_us - t0, q.data, q.orig_len, q.addrs, q.ipck, q.l4ck) for q in pk]
+        out[kind[s]].append({**sample, "name": f"{sample['name']}#{s}", "packets": sub})
+    return out
+
+
 def build(out: Path, seed: int = SEED, quiet: bool = False) -> dict:
     import h3
 
@@ -94,10 +150,14 @@ def build(out: Path, seed: int = SEED, quiet: bool = False) -> dict:
     for s in samples:
         if any(len(c) != 4 for c in s["clients"]):
             by_name.pop(s["name"])  # IPv6 samples: the carriers' prefixes here are IPv4
+    # the app's sessions (none when the QUIC samples are not bundled: the demo is then TCP only)
+    quic = {k: quic_sessions(by_name[name], ROOT / "samples" / f"{name}.client.jsonl")
+            for k, name in QUIC_SAMPLES.items() if name in by_name}
     region_cells = cells()
     hot_cell = region_cells["south"][3]
     # instances: (start_us, sample, {orig client: new client}); sessions per client
     instances, sessions, injected = [], [], {"policing": 0, "bufferbloat": 0}
+    app = {"quic": 0, "tcp": 0, "fallback": 0}
     host = {c[1]: 0 for c in CARRIERS}
     for day in range(DAYS):
         date = FIRST_DAY + dt.timedelta(days=day)
@@ -108,11 +168,22 @@ def build(out: Path, seed: int = SEED, quiet: bool = False) -> dict:
                 region = "north" if rng.random() < 0.5 else "south"
                 cell = rng.choice(region_cells[region])
                 name = pick(rng, BASE_MIX)
+                s, how = by_name[name], None
+                if len(quic) == len(QUIC_SAMPLES) and rng.random() < APP_SHARE:
+                    path = quic["clean" if name in CLEAN_PATHS else "loss"]
+                    if rng.random() < QUIC_FIRST:
+                        how = "fallback" if rng.random() < FALLBACK[carrier] else "quic"
+                        s = rng.choice(quic["fallback"]["fallback"] if how == "fallback" else path["quic"])
+                    else:
+                        how, s = "tcp", rng.choice(path["tcp"])
                 if second_week and carrier == "Kestrel Mobile" and region == "north" and rng.random() < 0.7:
                     name, injected["policing"] = "policing", injected["policing"] + 1
+                    s, how = by_name[name], None
                 elif second_week and carrier == "Heron Telecom" and cell == hot_cell:
                     name, injected["bufferbloat"] = "bufferbloat", injected["bufferbloat"] + 1
-                s = by_name[name]
+                    s, how = by_name[name], None
+                if how:
+                    app[how] += 1
                 start = dt.datetime.combine(date, dt.time(hour), dt.timezone.utc) + dt.timedelta(seconds=rng.uniform(0, 3600))
                 start_us = int(start.timestamp() * 1e6)
                 rewrite = {}
@@ -164,6 +235,8 @@ def build(out: Path, seed: int = SEED, quiet: bool = False) -> dict:
             "policing": {"carrier": "Kestrel Mobile", "region": "north", "connections": injected["policing"]},
             "bufferbloat": {"carrier": "Heron Telecom", "h3_cell": hot_cell, "connections": injected["bufferbloat"]},
         },
+        # the HTTP/3 app's sessions: QUIC-first (of which fell back to TCP) and over TLS/TCP
+        "app_sessions": {"quic_first": app["quic"] + app["fallback"], "fallback": app["fallback"], "tcp": app["tcp"]},
         "seed": seed, "generator": "scripts/make-demo-week.py",
     }
     (out / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")

@@ -1,6 +1,6 @@
 """The demo weeks (scripts/make-demo-week.py): deterministic, two ISO weeks, three carriers, 24
 hexagons in two regions, a diurnal curve, and an injected regression that stats and the report
-name (issue 17)."""
+name (issue 17); QUIC and TCP side by side, with fallbacks (issue 18)."""
 from __future__ import annotations
 
 import hashlib
@@ -111,3 +111,28 @@ def test_alert_rules_fire_on_the_injected_regression(demo):
         fired[ruid] = [r for r in rows if r[-1] > limit]
     assert ("Kestrel Mobile", "policing") in {r[:2] for r in fired["tailscope-signature-tail-share"]}
     assert all(r[1] != "policing" or r[0] == "Kestrel Mobile" for r in fired["tailscope-signature-tail-share"])
+
+
+def test_quic_and_tcp_side_by_side(demo):
+    """The HTTP/3 app's sessions (issue 18): QUIC-first sessions, over TLS/TCP, and fallbacks, as
+    drawn; the carrier throttling UDP shows the highest fallback share; QUIC queries are compared
+    with TCP's in every slice that has both."""
+    if not all((ROOT / "samples" / f"{n}.pcap").is_file() for n in ("quic_clean", "quic_loss", "quic_fallback")):
+        pytest.skip("the QUIC lab samples (quic_clean, quic_loss, quic_fallback) are not bundled: the demo is TCP only")
+    _, out, truth = demo
+    con = duckdb.connect(str(db.build(out)), read_only=True)
+    rows = lambda sql: [dict(zip([d[0] for d in c.description], r)) for c in [con.execute(sql)] for r in c.fetchall()]  # noqa: E731
+    weeks = rows("SELECT * FROM mart_quic_vs_tcp WHERE grain = 'week' ORDER BY week")
+    app = truth["app_sessions"]
+    assert app["quic_first"] > 500 and app["fallback"] > 20 and app["tcp"] > 100, app
+    # each QUIC-first session made one QUIC attempt; a fallback session's ended on TCP
+    assert sum(w["quic_attempts"] for w in weeks) == app["quic_first"]
+    assert sum(w["quic_ended_on_tcp"] for w in weeks) == app["fallback"]
+    assert sum(w["mixed_sessions"] for w in weeks) == app["fallback"]
+    carriers = {r["carrier"]: r for r in rows("SELECT * FROM mart_quic_vs_tcp WHERE grain = 'carrier' AND week = '2026-W47'")}
+    assert max(carriers, key=lambda c: carriers[c]["fallback_share"]) == "Plover Net", carriers
+    for w in weeks:
+        assert w["quic_queries"] > 500 and w["tcp_queries"] > 500 and not w["small_sample"], w
+        assert w["tail_reduction_low"] <= w["tail_reduction"] <= w["tail_reduction_high"], w
+    hexes = rows("SELECT * FROM mart_quic_vs_tcp WHERE grain = 'hexagon' AND week = '2026-W47' AND quic_queries > 0")
+    assert hexes and any(h["small_sample"] for h in hexes), "hexagons are small slices and say so"

@@ -36,6 +36,8 @@ DEFINITIONS = [
     ("signatures charged to a query", r"\['\(connection setup\)'\]", "sql/marts/015_attribution.sql"),
     ("delay charged to a signature", r"d\.delay_ns FOR d IN", "sql/marts/015_attribution.sql"),
     ("the tail of a group", r"latency_ns\s*>=", "sql/marts/015_attribution.sql"),
+    ("QUIC tail reduction", r"quic_p99_ms\s*/|bootstrap_uniform\(|lowbias32", "sql/marts/070_quic_vs_tcp.sql"),
+    ("loss signature", r"'fast_retransmit',\s*'tlp'", "sql/marts/070_quic_vs_tcp.sql"),
 ]
 
 
@@ -45,9 +47,18 @@ def test_a_figure_is_defined_in_one_file(figure, pattern, home):
     assert holders == [home], f"{figure}: defined in {holders}, expected only in {home} (query it from there)"
 
 
-@pytest.mark.parametrize("consumer", ["jobs/analytics/stats.py", "scripts/make-dashboards.py", "sql/marts/050_signature_marts.sql"])
+@pytest.mark.parametrize("consumer", ["jobs/analytics/stats.py", "scripts/make-dashboards.py", "sql/marts/050_signature_marts.sql",
+                                      "sql/marts/070_quic_vs_tcp.sql"])
 def test_the_consumers_call_the_attribution_macro(consumer):
     assert "tail_attribution(" in (ROOT / consumer).read_text()
+
+
+@pytest.mark.parametrize("consumer", ["jobs/analytics/stats.py", "jobs/analytics/report.py", "scripts/make-dashboards.py"])
+def test_the_consumers_call_the_quic_vs_tcp_macro(consumer):
+    """stats, the report and the dashboards take QUIC vs TCP from sql/'s quic_vs_tcp (directly or
+    through mart_quic_vs_tcp), never computing a percentile ratio or a bootstrap of their own."""
+    text = (ROOT / consumer).read_text()
+    assert "quic_vs_tcp(" in text or "mart_quic_vs_tcp" in text
 
 
 # ----------------------------------------------------------------------------------------------

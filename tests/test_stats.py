@@ -109,7 +109,7 @@ def nearest_rank(values: list, q: float):
 
 
 def test_every_table_present(tables):
-    assert set(tables) == {"overview", "network", "attribution"}
+    assert set(tables) == {"overview", "network", "attribution", "quic_vs_tcp"}
     assert [r["metric"] for r in tables["network"]] == NETWORK_METRICS
     assert tables["overview"][0]["flows"] > 0 and tables["attribution"]
     assert {r["level"] for r in tables["attribution"]} == {"all", "p50", "p95", "p99"}
@@ -248,7 +248,7 @@ def test_slices(ds, tables):
     assert compute_stats(ds, Slice(carrier=[carrier.upper()]))["overview"][0]["flows"] == n_carrier
     assert compute_stats(ds, Slice(week=[week]))["overview"][0]["flows"] == tables["overview"][0]["flows"]
     empty = compute_stats(ds, Slice(week=["1999-W01"]))
-    assert empty == {"overview": [], "network": [], "attribution": []}
+    assert empty == {"overview": [], "network": [], "attribution": [], "quic_vs_tcp": []}
     both = compute_stats(ds, Slice(carrier=[carrier], hexagon=[cell]))["overview"][0]["flows"]
     assert both <= min(n_cell, n_carrier)
     lte = compute_stats(ds, Slice(network_type=["lte", "4G"]))["overview"][0]["flows"]
@@ -304,7 +304,7 @@ def test_json(ds, capsys, tables):
 def test_csv(ds, capsys, tables):
     code, out, _ = run_cli(capsys, ds, "--format", "csv")
     sections = parse_csv_sections(out)
-    assert code == 0 and set(sections) == {"overview", "network", "attribution"}
+    assert code == 0 and set(sections) == {"overview", "network", "attribution", "quic_vs_tcp"}
     for name, rows in sections.items():
         assert len(rows) == len(tables[name])
         for got, want in zip(rows, tables[name]):
@@ -320,7 +320,7 @@ def test_markdown(ds, capsys):
     code, out, _ = run_cli(capsys, ds, "--format", "markdown", "--by", "hexagon")
     assert code == 0
     blocks = [b for b in out.split("\n\n") if b.startswith("|")]
-    assert len(blocks) == 3
+    assert len(blocks) == 4  # overview, network, attribution, quic_vs_tcp
     for block in blocks:
         lines = block.strip().splitlines()
         assert set(lines[1].replace("|", "")) == {"-"}

@@ -6,7 +6,9 @@ The numbers come from the DuckDB views of sql/ (facts, marts and canned question
 temporary database) and from `tailscope stats` (the field-study tables); definitions are those of
 docs/stats.md and sql/README.md. Sections, in order (SECTIONS): summary, the field-study tables,
 p99 by carrier with the signatures that make each carrier's tail and the delay charged to them,
-p99 by hexagon (the same per carrier and cell), a hexagon map, week-over-week deltas, the worst
+p99 by hexagon (the same per carrier and cell), a hexagon map, QUIC vs TCP (mart_quic_vs_tcp: the
+QUIC tail reduction per carrier / network type / hexagon with its bootstrap interval and sample
+sizes, fallback and mixed sessions), week-over-week deltas, the worst
 flows with their ids for drill-down, data quality. Plots are inline SVG (jobs/analytics/report_svg.py): the
 HTML loads nothing from anywhere. The Markdown carries the same tables without the plots.
 Also written: hexagons-<week>.geojson, the week's cells with their p99 (a Grafana GeoJSON layer
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tailscope.jobs.analytics import report_svg as svg
-from tailscope.jobs.analytics.stats import WEEK_RE, Slice, compute_stats, fmt_duration, fmt_share
+from tailscope.jobs.analytics.stats import WEEK_RE, Slice, compute_stats, fmt_duration, fmt_reduction, fmt_share
 
 SECTIONS = [
     ("summary", "Summary"),
@@ -31,6 +33,7 @@ SECTIONS = [
     ("carriers", "p99 by carrier"),
     ("hexagons", "p99 by hexagon"),
     ("map", "Hexagon map"),
+    ("quic-vs-tcp", "QUIC vs TCP"),
     ("week-over-week", "Week-over-week"),
     ("worst-flows", "Worst flows"),
     ("data-quality", "Data quality"),
@@ -176,6 +179,13 @@ def _collect(con, dataset: Path, options: ReportOptions) -> dict:
                             "h3_boundary_geojson FROM mart_hexagon WHERE week = ? AND h3_cell <> 'unknown' ORDER BY p99_ms DESC NULLS LAST", [week])
     all_hex_sigs = _rows(con, f"SELECT {sig_cols.replace('carrier, ', '')} FROM mart_hexagon_signatures WHERE week = ?", [week])
     d["cell_top"] = _top_signatures(all_hex_sigs, ("h3_cell",), 1)
+
+    # QUIC vs TCP (sql/marts/070_quic_vs_tcp.sql): all traffic, then per carrier, network type and hexagon
+    qvt = _rows(con, "SELECT * EXCLUDE (period_start) FROM mart_quic_vs_tcp WHERE week = ? "
+                     "ORDER BY list_position(['week', 'carrier', 'network_type', 'hexagon'], grain), "
+                     "quic_queries + tcp_queries DESC, carrier, network_type, h3_cell", [week])
+    d["quic_vs_tcp"] = qvt
+    d["quic_vs_tcp_prev"] = _rows(con, "SELECT * EXCLUDE (period_start) FROM mart_quic_vs_tcp WHERE week = ? AND grain = 'week'", [prev])
 
     # week over week
     d["wow_hexagons"] = _rows(con, "SELECT * FROM week_over_week('carrier_hexagon', ?) WHERE h3_cell <> 'unknown' "
@@ -545,6 +555,27 @@ def render_html(d: dict) -> str:
                                _sig_short(d["cell_top"].get((c["h3_cell"],), []))] for c in d["cells"][:top_n]], {2, 3, 4}) if d["cells"] else ""
     parts.append(_cols(the_map, cell_table) + "</section>")
 
+    # QUIC vs TCP
+    parts.append('<section id="quic-vs-tcp"><h2>QUIC vs TCP</h2>')
+    headline = _qvt_headline(d)
+    if headline is None:
+        parts.append('<p class="note">No QUIC or TCP connections this week.</p>')
+    else:
+        parts.append(f"<p>{_e(headline)}</p>")
+        shown = [r for r in _qvt_rows(d) if r["tail_reduction"] is not None]
+        chart = "" if not shown else _figure(
+            svg.interval_chart([{"label": ("all traffic" if r["grain"] == "week" else _qvt_slice(r)), "value": r["tail_reduction"],
+                                 "low": r["tail_reduction_low"], "high": r["tail_reduction_high"], "dim": r["small_sample"],
+                                 "note": f"n = {r['quic_queries']} / {r['tcp_queries']}" + (" small" if r["small_sample"] else "")}
+                                for r in shown],
+                               title="QUIC tail reduction, 1 − p99(QUIC) / p99(TCP), with 95 % intervals"),
+            "Right of 0: QUIC's p99 is lower. Whiskers: 95 % bootstrap interval; hollow grey: small sample "
+            "(n = QUIC / TCP complete queries). All traffic, then carriers, network types and hexagons.")
+        parts.append(chart)
+        parts.append(f'<p class="note">{_qvt_note(d)}</p>')
+        parts.append(_table_html(_QVT_HEADERS, _qvt_table(d), {1, 2, 3, 4, 5, 6, 7, 8}))
+    parts.append("</section>")
+
     # week over week
     parts.append('<section id="week-over-week"><h2>Week-over-week</h2>')
     if not d["has_previous"]:
@@ -611,6 +642,92 @@ def render_html(d: dict) -> str:
     return "\n".join(parts) + "\n"
 
 
+def _qvt_slice(r: dict) -> str:
+    """The slice a mart_quic_vs_tcp row is about, as a label."""
+    return {"week": "all traffic", "carrier": r["carrier"], "network_type": r["network_type"],
+            "hexagon": r["h3_cell"]}[r["grain"]]
+
+
+def _qvt_rows(d: dict) -> list[dict]:
+    """The QUIC vs TCP rows the report shows: all traffic, every carrier and network type, and the
+    hexagons with both transports, most queries first (top N)."""
+    rows = [r for r in d["quic_vs_tcp"] if r["grain"] != "hexagon"]
+    hexes = [r for r in d["quic_vs_tcp"] if r["grain"] == "hexagon" and r["h3_cell"] != "unknown"
+             and r["quic_queries"] and r["tcp_queries"]]
+    return rows + hexes[: d["options"].top]
+
+
+def _qvt_headline(d: dict) -> str | None:
+    """All traffic's QUIC tail reduction, worded by what the sample supports, and its fallbacks."""
+    week = next((r for r in d["quic_vs_tcp"] if r["grain"] == "week"), None)
+    if week is None:
+        return None
+    fallback = ""
+    if week["quic_attempts"]:
+        fallback = (f" {_pct(week['fallback_share'])} of QUIC attempts ended on TCP ({week['quic_ended_on_tcp']} of "
+                    f"{week['quic_attempts']}); {_pct(week['mixed_session_share'])} of client sessions used both "
+                    f"transports ({week['mixed_sessions']} of {week['sessions']}).")
+    return _qvt_latency_sentence(d, week) + fallback
+
+
+def _qvt_latency_sentence(d: dict, week: dict) -> str:
+    if not week["quic_queries"]:
+        return (f"No complete QUIC queries this week ({week['quic_flows']} QUIC connections): nothing to compare "
+                "with TCP's tail. QUIC queries come from a key log (tailscope analyze --keylog) or from the "
+                "core's inference on encrypted traffic where it supports it.")
+    if not week["tcp_queries"]:
+        return f"No complete TCP queries this week: QUIC's p99 {_ms(week['quic_p99_ms'])} has nothing to compare with."
+    red = week["tail_reduction"]
+    text = (f"QUIC's p99 query latency was {_ms(week['quic_p99_ms'])} over {week['quic_queries']} queries, TCP's "
+            f"{_ms(week['tcp_p99_ms'])} over {week['tcp_queries']}: a QUIC tail reduction of {fmt_reduction(week)}")
+    low, high = week["tail_reduction_low"], week["tail_reduction_high"]
+    if week["small_sample"]:
+        text += (f". Fewer than {week['small_sample_below']} queries on one side: the p99 rests on a handful of "
+                 "queries, read it as a hint")
+    elif low is not None and low <= 0 <= high:
+        text += ": the interval includes 0, so the week does not show QUIC and TCP's tails apart"
+    elif low is not None and low > 0:
+        text += ": QUIC's tail was shorter" if red > 0 else ""
+    elif high is not None and high < 0:
+        text += ": QUIC's tail was longer"
+    prev = d.get("quic_vs_tcp_prev")
+    if prev and prev[0]["tail_reduction"] is not None:
+        text += f" ({fmt_reduction(prev[0])} in {d['previous_week']})"
+    return text + "."
+
+
+_QVT_HEADERS = ["slice", "queries QUIC / TCP", "p50 QUIC / TCP", "p99 QUIC / TCP", "QUIC tail reduction [95% CI]",
+                "p99 tail hit by loss QUIC / TCP", "handshake RTT QUIC / TCP", "QUIC ended on TCP", "sessions mixing both"]
+
+
+def _qvt_table(d: dict) -> list[list]:
+    return [[("all traffic" if r["grain"] == "week" else f"{r['grain'].replace('_', ' ')}: {_qvt_slice(r)}"),
+             f"{r['quic_queries']} / {r['tcp_queries']}",
+             f"{_ms(r['quic_p50_ms'])} / {_ms(r['tcp_p50_ms'])}", f"{_ms(r['quic_p99_ms'])} / {_ms(r['tcp_p99_ms'])}",
+             fmt_reduction(r),
+             f"{_pct(r['quic_tail_loss_rate'])} / {_pct(r['tcp_tail_loss_rate'])}",
+             f"{_ms(r['quic_handshake_rtt_p50_ms'])} / {_ms(r['tcp_handshake_rtt_p50_ms'])}",
+             f"{_pct(r['fallback_share'])} ({r['quic_ended_on_tcp']} of {r['quic_attempts']})",
+             f"{_pct(r['mixed_session_share'])} ({r['mixed_sessions']} of {r['sessions']})"] for r in _qvt_rows(d)]
+
+
+QVT_NOTE = ("QUIC tail reduction = 1 − p99(QUIC) ÷ p99(TCP) over complete queries (0.2: QUIC's p99 is 20 % lower), with "
+            "its 95 % bootstrap interval: each transport's queries resampled with replacement 2,000 times, seeded, so "
+            "the same data give the same interval (sql/marts/070_quic_vs_tcp.sql). <i>small sample</i>: fewer than "
+            "{below} queries on either side, where the p99 rests on at most 5 queries. A TCP connection's first query "
+            "includes its setup (SYN to the first request byte); a QUIC first query includes it only where the core "
+            "measured one (setup p50 QUIC / TCP this week: {setup}). p99 tail hit by loss: the share of the queries "
+            "at or above the p99 carrying a loss signature (retransmissions by cause, SYN/Initial loss, policing). QUIC ended on TCP: QUIC attempts whose session got its answer over "
+            "TCP (quic_fallback); sessions: a client's connections to one server address, 30 s apart at most.")
+
+
+def _qvt_note(d: dict) -> str:
+    week = next((r for r in d["quic_vs_tcp"] if r["grain"] == "week"), None)
+    below = week["small_sample_below"] if week else 500
+    setup = f"{_ms(week['quic_setup_p50_ms'])} / {_ms(week['tcp_setup_p50_ms'])}" if week else "-"
+    return QVT_NOTE.format(below=below, setup=setup)
+
+
 def _pp(v) -> str:
     """A change of a share in percentage points."""
     if v is None:
@@ -670,6 +787,13 @@ def render_markdown(d: dict, html_name: str = "") -> str:
     out.append(_md_table(["hexagon", "region", "lat, lng", "queries", "p99"],
                          [[c["h3_cell"], c["region"], f"{c['h3_lat']:.4f}, {c['h3_lng']:.4f}" if c["h3_lat"] is not None else "-",
                            c["queries"], _ms(c["p99_ms"])] for c in d["cells"]]))
+    out += [f"## {titles['quic-vs-tcp']}", ""]
+    headline = _qvt_headline(d)
+    if headline is None:
+        out += ["No QUIC or TCP connections this week.", ""]
+    else:
+        out += [headline, "", html.unescape(_qvt_note(d)).replace("<i>", "*").replace("</i>", "*"), ""]
+        out.append(_md_table(_QVT_HEADERS, _qvt_table(d)))
     out += [f"## {titles['week-over-week']}", ""]
     if not d["has_previous"]:
         out += [f"No flows in {prev}: nothing to compare with.", ""]

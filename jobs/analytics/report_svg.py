@@ -128,6 +128,46 @@ def bar_chart(items: Sequence[dict], *, title: str, unit_fmt=fmt_ms, width: int 
     return _svg(width, height, body, title)
 
 
+def interval_chart(items: Sequence[dict], *, title: str, width: int = 760) -> str:
+    """A dot per item at its value with a whisker over its interval (a forest plot): items are
+    {label, value, low, high, dim (optional: drawn hollow and grey, e.g. a small sample), note};
+    values are fractions, drawn as percent, with the 0 line marked."""
+    items = [i for i in items if i.get("value") is not None]
+    if not items:
+        return empty_chart(title, width)
+    row_h, left, top = 24, 190, 28
+    right = max(120, 7 * max(len(str(i.get("note") or "")) + 2 for i in items))
+    height = top + len(items) * row_h + 30
+    ends = [v for i in items for v in (i["value"], i.get("low"), i.get("high")) if v is not None]
+    lo, hi = min(0.0, *ends), max(0.0, *ends)
+    pad = (hi - lo) * 0.05 or 0.1
+    lo, hi = lo - pad, hi + pad
+    plot_w = width - left - right
+    x = lambda v: left + plot_w * (v - lo) / (hi - lo)
+    base_y = top + len(items) * row_h
+    body = [f'<text x="{left}" y="16" font-size="13" font-weight="600" fill="{AXIS}">{esc(title)}</text>']
+    for t in _nice_ticks(lo, hi, 6):
+        stroke = AXIS if t == 0 else GRID
+        body.append(f'<line x1="{x(t):.1f}" y1="{top - 4}" x2="{x(t):.1f}" y2="{base_y}" stroke="{stroke}"/>')
+        body.append(f'<text x="{x(t):.1f}" y="{base_y + 14}" font-size="11" text-anchor="middle" fill="{GREY}">{t * 100:.0f} %</text>')
+    for n, it in enumerate(items):
+        y = top + n * row_h + row_h / 2
+        color = GREY if it.get("dim") else it.get("color", PALETTE[0])
+        body.append(f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="12" text-anchor="end" fill="{AXIS}">{esc(it["label"])}</text>')
+        tip = f"{it['label']}: {it['value'] * 100:.0f} %"
+        if it.get("low") is not None and it.get("high") is not None:
+            tip += f" [{it['low'] * 100:.0f} %, {it['high'] * 100:.0f} %]"
+            body.append(f'<line x1="{x(it["low"]):.1f}" y1="{y:.1f}" x2="{x(it["high"]):.1f}" y2="{y:.1f}" stroke="{color}" stroke-width="2"/>')
+            for end in (it["low"], it["high"]):
+                body.append(f'<line x1="{x(end):.1f}" y1="{y - 5:.1f}" x2="{x(end):.1f}" y2="{y + 5:.1f}" stroke="{color}" stroke-width="2"/>')
+        fill = "#fff" if it.get("dim") else color
+        body.append(f'<circle cx="{x(it["value"]):.1f}" cy="{y:.1f}" r="5" fill="{fill}" stroke="{color}" stroke-width="2">'
+                    f"<title>{esc(tip + ('; ' + it['note'] if it.get('note') else ''))}</title></circle>")
+        if it.get("note"):
+            body.append(f'<text x="{width - right + 8}" y="{y + 4:.1f}" font-size="11" fill="{AXIS}">{esc(it["note"])}</text>')
+    return _svg(width, height, body, title)
+
+
 def stacked_share_bars(rows: Sequence[dict], *, title: str, width: int = 760) -> str:
     """One bar per row ({label, parts: [(name, share 0..1)], note}): the shares of a total, e.g. of
     the p99 tail's latency charged to each signature. Parts may add up to more than 1 (overlapping

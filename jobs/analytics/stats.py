@@ -8,8 +8,8 @@ What each number means, exactly, is in docs/stats.md.
     tables = compute_stats(Path("demo-out"), Slice(carrier=["Northwind Mobile"]), by="hexagon")
     print(render(tables, "text"))
 
-``compute_stats`` returns ``{"overview": [...], "network": [...], "attribution": [...]}``, each a
-list of dicts (times in milliseconds, shares as fractions 0..1); ``render`` prints them as text,
+``compute_stats`` returns ``{"overview": [...], "network": [...], "attribution": [...],
+"quic_vs_tcp": [...]}``, each a list of dicts (times in milliseconds, shares as fractions 0..1); ``render`` prints them as text,
 CSV, JSON or Markdown.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-TABLE_NAMES = ("overview", "network", "attribution")
+TABLE_NAMES = ("overview", "network", "attribution", "quic_vs_tcp")
 FORMATS = ("text", "csv", "json", "markdown")
 PERCENTILES = (0.5, 0.75, 0.95, 0.99)
 ATTRIBUTION_LEVELS = (("all", None), ("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
@@ -357,6 +357,42 @@ def _attribution(con, present: dict) -> list[dict]:
     return out
 
 
+# quic_vs_tcp columns: times rounded to µs as the other tables, shares and the reduction kept whole
+_QVT_MS = ("quic_p50_ms", "quic_p95_ms", "quic_p99_ms", "tcp_p50_ms", "tcp_p95_ms", "tcp_p99_ms", "quic_setup_p50_ms",
+           "tcp_setup_p50_ms", "quic_handshake_rtt_p50_ms", "tcp_handshake_rtt_p50_ms")
+
+
+def _quic_vs_tcp(con, present: dict) -> list[dict]:
+    """sql/'s quic_vs_tcp macro (marts/070_quic_vs_tcp.sql) over the slice's flows and complete
+    queries, per group."""
+    if present["queries"]:
+        con.execute("CREATE TEMP TABLE tq AS SELECT s.grp, q.protocol, q.latency_ns, q.setup_ns, q.signatures, q.delays "
+                    "FROM query_facts q JOIN sel s USING (flow_id)")
+    else:
+        con.execute("CREATE TEMP TABLE tq AS SELECT grp, protocol, 0::BIGINT AS latency_ns, 0::BIGINT AS setup_ns, "
+                    "[]::VARCHAR[] AS signatures, []::STRUCT(signature VARCHAR, delay_ns BIGINT)[] AS delays FROM f WHERE false")
+    cur = con.execute("SELECT * FROM quic_vs_tcp('tq', 'f') ORDER BY grp")
+    names = ["group" if d[0] == "grp" else d[0] for d in cur.description]
+    out = []
+    for r in cur.fetchall():
+        row = dict(zip(names, r))
+        for k in _QVT_MS:
+            row[k] = None if row[k] is None else round(row[k], 3)
+        out.append(row)
+    return out
+
+
+def fmt_reduction(row: dict) -> str:
+    """The QUIC tail reduction of a quic_vs_tcp row as people read it: '21% [9%, 30%]', with
+    'small sample' when either transport has fewer queries than the marts' threshold."""
+    if row.get("tail_reduction") is None:
+        return "-"
+    text = f"{row['tail_reduction'] * 100:.0f}%"
+    if row.get("tail_reduction_low") is not None:
+        text += f" [{row['tail_reduction_low'] * 100:.0f}%, {row['tail_reduction_high'] * 100:.0f}%]"
+    return text + (" small sample" if row.get("small_sample") else "")
+
+
 def compute_stats(dataset: Path | str, slice_: Slice | None = None, by: str | None = None) -> dict[str, list[dict]]:
     """The tables for the flows of ``dataset`` in ``slice_``, per value of ``by`` (a dimension of
     DIMENSIONS) or over all of them (group ``"all"``)."""
@@ -378,6 +414,7 @@ def compute_stats(dataset: Path | str, slice_: Slice | None = None, by: str | No
             "overview": overview,
             "network": _network(con, present, groups),
             "attribution": _attribution(con, present),
+            "quic_vs_tcp": _quic_vs_tcp(con, present),
         }
     finally:
         con.close()
@@ -517,6 +554,36 @@ def _human(tables: dict, dataset: str, slice_desc: str, by: str | None) -> list[
             rows,
         )
     )
+    qvt = tables.get("quic_vs_tcp", [])
+    headers = (["group"] if by else []) + ["queries QUIC / TCP", "QUIC p50 / p95 / p99", "TCP p50 / p95 / p99",
+                                           "QUIC tail reduction [95% CI]", "p99 tail hit by loss QUIC / TCP",
+                                           "handshake RTT QUIC / TCP", "QUIC ended on TCP", "sessions mixing both"]
+    rows = []
+    for r in qvt:
+        rows.append(
+            ([r["group"]] if by else [])
+            + [
+                f"{r['quic_queries']} / {r['tcp_queries']}",
+                _fmt_ms_series([r["quic_p50_ms"], r["quic_p95_ms"], r["quic_p99_ms"]], "ms"),
+                _fmt_ms_series([r["tcp_p50_ms"], r["tcp_p95_ms"], r["tcp_p99_ms"]], "ms"),
+                fmt_reduction(r),
+                f"{fmt_share(r['quic_tail_loss_rate'])} / {fmt_share(r['tcp_tail_loss_rate'])}",
+                f"{fmt_duration(r['quic_handshake_rtt_p50_ms'])} / {fmt_duration(r['tcp_handshake_rtt_p50_ms'])}",
+                f"{fmt_share(r['fallback_share'])} ({r['quic_ended_on_tcp']} of {r['quic_attempts']})",
+                f"{fmt_share(r['mixed_session_share'])} ({r['mixed_sessions']} of {r['sessions']})",
+            ]
+        )
+    out.append(
+        (
+            (
+                "QUIC vs TCP (complete queries; tail reduction = 1 - p99 QUIC / p99 TCP, 95% bootstrap interval; "
+                "p99 tail hit by loss = share of the queries at or above the p99 carrying a loss signature"
+                + (f"; small sample: under {qvt[0]['small_sample_below']} queries on either transport)" if qvt else ")")
+            ),
+            headers,
+            rows,
+        )
+    )
     return out
 
 
@@ -545,7 +612,7 @@ def render(tables: dict, fmt: str = "text", *, dataset: str = "", slice_desc: st
                     w.writerow(["" if r[h] is None else r[h] for h in headers])
         return buf.getvalue()
     human = _human(tables, dataset, slice_desc, by)
-    index = {"overview": 0, "network": 1, "attribution": 2}
+    index = {name: i for i, name in enumerate(TABLE_NAMES)}
     chosen = [human[index[n]] for n in names]
     if fmt == "markdown":
         return "\n\n".join(f"### {title}\n\n{_md_table(headers, rows)}" for title, headers, rows in chosen) + "\n"

@@ -16,12 +16,17 @@ tables:
                p50/75/95/99, retransmissions of one segment p50/75/95/99
   attribution  for all queries and those at or above p50/p95/p99 latency: the share carrying
                each signature, median latency with and without it, the delay it was charged
+  quic_vs_tcp  QUIC and TCP side by side: queries, latency p50/p95/p99, the QUIC tail reduction
+               1 - p99(QUIC)/p99(TCP) with its 95% bootstrap interval (small samples flagged),
+               loss signatures' share of each p99 tail, handshake RTT, QUIC attempts that ended
+               on TCP, client sessions that used both
 
 slices (repeat an option for several values; options combine with AND; 'unknown' selects
 flows without that enrichment):
   tailscope stats DS --carrier "Northwind Mobile" --week 2026-W47
   tailscope stats DS --hexagon 861969c97ffffff     (a coarser cell takes the hexagons inside it)
   tailscope stats DS --by carrier --format markdown
+  tailscope stats DS --week 2026-W47 --by network_type --table quic_vs_tcp
 
 definitions: docs/stats.md
 """
@@ -46,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--region", action="append", default=[], metavar="NAME", help="region name")
     p.add_argument("--by", choices=["carrier", "hexagon", "site", "week", "network_type", "region"], help="one column (text) or group (csv/json) per value")
     p.add_argument("--format", "-f", choices=["text", "csv", "json", "markdown"], default="text", help="output format (default: text)")
-    p.add_argument("--table", choices=["overview", "network", "attribution"], help="print only this table (csv: plain CSV without the section line)")
+    p.add_argument("--table", choices=["overview", "network", "attribution", "quic_vs_tcp"], help="print only this table (csv: plain CSV without the section line)")
     p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of standard output")
     p.set_defaults(func=run)
 

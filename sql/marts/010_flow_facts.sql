@@ -46,6 +46,7 @@ SELECT
     coalesce(CAST(region AS VARCHAR), 'unknown')                         AS region,
     coalesce(CAST(site AS VARCHAR), 'unknown')                           AS site,
     handshake_rtt_ns / 1e6                                               AS handshake_rtt_ms,
+    quic_handshake_rtt_ns / 1e6                                          AS quic_handshake_rtt_ms,
     rtt_p50_ns / 1e6                                                     AS rtt_p50_ms,
     rtt_p95_ns / 1e6                                                     AS rtt_p95_ms,
     CAST(coalesce(c2s_retx_packets, 0) + coalesce(s2c_retx_packets, 0)

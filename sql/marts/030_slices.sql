@@ -41,12 +41,13 @@ CREATE OR REPLACE VIEW query_slices AS
 SELECT
     grain, period, period_start, week, carrier, h3_cell, site, network_type,
     region, h3_lat, h3_lng, h3_boundary_geojson,
-    flow_id, query_index, latency_ns, setup_ns, attributed_delay_ns, signatures, delays
+    flow_id, query_index, protocol, latency_ns, setup_ns, attributed_delay_ns, signatures, delays
 FROM sliced('query_facts');
 
 CREATE OR REPLACE VIEW flow_slices AS
 SELECT
     grain, period, period_start, week, carrier, h3_cell, site, network_type,
     region, h3_lat, h3_lng, h3_boundary_geojson,
-    flow_id, protocol, packets, bytes, retransmissions, lossy, loss_in_establishment, loss_in_data, signatures
+    flow_id, protocol, packets, bytes, retransmissions, lossy, loss_in_establishment, loss_in_data, signatures,
+    handshake_rtt_ms, quic_handshake_rtt_ms
 FROM sliced('flow_facts');

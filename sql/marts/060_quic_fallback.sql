@@ -41,7 +41,8 @@ SELECT
     sni,
     coalesce(sni, server_ip) AS server,
     "start",
-    epoch_ns("start") AS start_ns
+    epoch_ns("start") AS start_ns,
+    epoch_ns("end") AS end_ns
 FROM flows
 WHERE protocol = 'tcp' AND server_port IN (443, 80, 8443);
 

@@ -33,9 +33,10 @@ class SimResult:
 
 def run(tmp: Path, *, requests: int = 3, response_bytes: int = 60_000, owd_s: float = 0.02,
         drop_c2s: set = frozenset(), drop_s2c: set = frozenset(), cipher: str | None = None,
-        log_keys: bool = True) -> SimResult:
+        log_keys: bool = True, client: tuple[str, int] = CLIENT, t0_ns: int = T0_NS) -> SimResult:
     """One connection, `requests` sequential requests (300 B each, one bidirectional stream each).
-    drop_*: 1-based datagram indexes of each direction to lose on the path."""
+    drop_*: 1-based datagram indexes of each direction to lose on the path. client / t0_ns: the
+    client's address and the capture's start (several runs then make one capture's traffic)."""
     import types
 
     import aioquic.quic.logger as qlogger_module
@@ -44,14 +45,14 @@ def run(tmp: Path, *, requests: int = 3, response_bytes: int = 60_000, owd_s: fl
     # the capture (and an event's place in time is what the truth reads triggers from).
     wall = qlogger_module.time
     clock = {"now": 0.0}
-    qlogger_module.time = types.SimpleNamespace(time=lambda: T0_NS / 1e9 + clock["now"])
+    qlogger_module.time = types.SimpleNamespace(time=lambda: t0_ns / 1e9 + clock["now"])
     try:
-        return _run(tmp, requests, response_bytes, owd_s, drop_c2s, drop_s2c, cipher, log_keys, clock)
+        return _run(tmp, requests, response_bytes, owd_s, drop_c2s, drop_s2c, cipher, log_keys, clock, client, t0_ns)
     finally:
         qlogger_module.time = wall
 
 
-def _run(tmp, requests, response_bytes, owd_s, drop_c2s, drop_s2c, cipher, log_keys, clock) -> SimResult:
+def _run(tmp, requests, response_bytes, owd_s, drop_c2s, drop_s2c, cipher, log_keys, clock, client_addr, t0_ns) -> SimResult:
     from aioquic.quic.configuration import QuicConfiguration
     from aioquic.quic.connection import QuicConnection
     from aioquic.quic.events import StreamDataReceived
@@ -85,8 +86,8 @@ def _run(tmp, requests, response_bytes, owd_s, drop_c2s, drop_s2c, cipher, log_k
     got: dict = {}
 
     def capture(t: float, data: bytes, c2s: bool) -> None:
-        src, dst = (CLIENT, SERVER) if c2s else (SERVER, CLIENT)
-        frames.append((T0_NS + int(t * 1e9), ipv4(src[0], dst[0], 17, udp(src[1], dst[1], data))))
+        src, dst = (client_addr, SERVER) if c2s else (SERVER, client_addr)
+        frames.append((t0_ns + int(t * 1e9), ipv4(src[0], dst[0], 17, udp(src[1], dst[1], data))))
 
     def flush(t: float) -> None:
         for conn, c2s in ((client, True), (server, False)):
@@ -124,7 +125,7 @@ def _run(tmp, requests, response_bytes, owd_s, drop_c2s, drop_s2c, cipher, log_k
                     server = QuicConnection(configuration=scfg,
                                             original_destination_connection_id=client.original_destination_connection_id)
                 capture(now, data, True)
-                server.receive_datagram(data, CLIENT, now=now)
+                server.receive_datagram(data, client_addr, now=now)
             else:
                 client.receive_datagram(data, SERVER, now=now)
         for t, c in timers:
