@@ -14,7 +14,7 @@ use crate::queries::{Method, Query};
 /// corpus' handshake.pcap), aioquic's 300-byte requests ~310. docs/queries.md.
 pub const DATA_MIN: u32 = 16;
 /// While the server is still sending a response (its latest data packet left less than a round
-/// trip ago - at a client-side capture: and was full-sized), a client packet opens a new query
+/// trip and max_ack_delay ago - at a client-side capture: and was full-sized), a client packet opens a new query
 /// only this large: below it, it is taken for ACKs (with ranges, under loss) and flow-control
 /// updates (MAX_DATA, MAX_STREAM_DATA) the download draws.
 pub const DATA_MIN_MID_RESPONSE: u32 = 64;
@@ -51,6 +51,7 @@ pub struct InferredQueries {
     next_index: u32,
     first_initial_ns: Option<i64>,
     server_first_ns: Option<i64>,
+    server_handshake_last_ns: Option<i64>,
     client_handshake_ns: Option<i64>,
     /// The latest server data packet (time, size) and the largest seen.
     last_server_data: Option<(i64, u32)>,
@@ -62,6 +63,10 @@ pub struct InferredQueries {
     client_heard: bool,
     /// The server sent a 1-RTT data packet (its first completes the handshake, see `server`).
     server_one_rtt: bool,
+    /// The shortest round trip a response showed (see `sample_path_rtt`), at a server-side capture.
+    path_rtt: Option<i64>,
+    /// The current response's first packet, while the client's next packet would time a round trip.
+    sample_from: Option<i64>,
     /// The inferred response stalled at this packet (taken once per datagram).
     pub stall: Option<Stall>,
     pub stalls: u32,
@@ -78,6 +83,7 @@ impl InferredQueries {
             }
         } else {
             self.server_first_ns.get_or_insert(ts_ns);
+            self.server_handshake_last_ns = Some(ts_ns);
         }
     }
 
@@ -114,20 +120,46 @@ impl InferredQueries {
     pub fn one_rtt(&mut self, dir: usize, ts_ns: i64, len: u32, dcid_len: usize, rtt: Option<i64>) {
         let body = len.saturating_sub(1 + dcid_len as u32 + AEAD_TAG);
         if dir == 0 {
-            self.client(ts_ns, len, body, rtt);
+            self.sample_path_rtt(ts_ns, body);
+            self.client(ts_ns, len, body, self.path_or(rtt));
         } else {
-            self.server(ts_ns, len, body, rtt);
+            self.server(ts_ns, len, body, self.path_or(rtt));
+        }
+    }
+
+    /// The round trip the rules use: the handshake's, or a response's when shorter. At a
+    /// server-side capture the handshake's includes the client's own handshake work (its
+    /// certificate check: 50 ms and more for the lab's Python client on a busy machine, twice
+    /// the path's 40 ms); a response's first packet to the client's next ACK is the path's
+    /// round trip plus at most the client's ACK delay.
+    fn path_or(&self, rtt: Option<i64>) -> Option<i64> {
+        match (rtt, self.path_rtt) {
+            (Some(h), Some(p)) => Some(h.min(p)),
+            (h, p) => h.or(p),
+        }
+    }
+
+    /// A client ACK-only packet first after a response's first packet (sent after a quiet
+    /// server: no ACK of older packets can be on its way) acknowledges that packet or a later
+    /// one: it arrives a round trip (and the client's ACK delay) after it, or later.
+    fn sample_path_rtt(&mut self, ts: i64, body: u32) {
+        if let Some(first) = self.sample_from.take() {
+            if body < DATA_MIN {
+                let sample = ts - first;
+                self.path_rtt = Some(self.path_rtt.map_or(sample, |p| p.min(sample)));
+            }
         }
     }
 
     fn client(&mut self, ts: i64, len: u32, body: u32, rtt: Option<i64>) {
         // At a server-side capture the client cannot have seen the response's latest packet
-        // less than a round trip after it left: whatever it sends then is no answer to it.
+        // less than a round trip after it left, and its ACK of it may wait max_ack_delay more:
+        // whatever it sends until then is no answer to it.
         let server_side = self.server_side();
         let mid_response = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some())
-            && self
-                .last_server_data
-                .is_some_and(|(t, l)| (server_side || l * 10 >= self.server_max * 9) && rtt.is_none_or(|r| ts - t < r));
+            && self.last_server_data.is_some_and(|(t, l)| {
+                (server_side || l * 10 >= self.server_max * 9) && rtt.is_none_or(|r| ts - t < r + MAX_ACK_DELAY_NS)
+            });
         let answered = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
         let data = body >= DATA_MIN;
         let opens = data && (!answered || !mid_response || body >= DATA_MIN_MID_RESPONSE);
@@ -200,6 +232,11 @@ impl InferredQueries {
                 }
             }
         }
+        if q.first_byte_ns.is_none() && server_side {
+            let before = prev.map(|(t, _)| t).max(self.server_handshake_last_ns);
+            let quiet = before.is_none_or(|t| rtt.is_some_and(|r| ts - t >= r + MAX_ACK_DELAY_NS));
+            self.sample_from = quiet.then_some(ts);
+        }
         q.first_byte_ns.get_or_insert(ts);
         q.last_byte_ns = Some(ts);
         q.response_bytes += u64::from(body);
@@ -241,7 +278,7 @@ impl InferredQueries {
 
     /// The flow ended: the open query is finished too.
     pub fn close(&mut self, rtt: Option<i64>) {
-        self.finish_current(None, rtt);
+        self.finish_current(None, self.path_or(rtt));
     }
 }
 
@@ -328,6 +365,34 @@ mod tests {
         client(&mut q, 140, 33); // the last one's, 50 ms later: held back on the way
         q.close(rtt(&q));
         assert_eq!(q.ready[0].end_ns(), 140 * MS);
+    }
+
+    #[test]
+    fn a_response_times_the_path_when_the_handshake_was_slow() {
+        // the client's certificate check: its Finished 95 ms after the server's flight on a
+        // 40 ms path
+        let mut q = InferredQueries::default();
+        q.long_header(0, 0, false);
+        q.long_header(1, MS, false);
+        q.long_header(0, 96 * MS, true);
+        assert_eq!(rtt(&q), Some(95 * MS));
+        client(&mut q, 100, 331);
+        response(&mut q, 101, 5, 1200); // too soon after the handshake flight to time the path
+        client(&mut q, 143, 33);
+        assert_eq!(q.path_rtt, None);
+        client(&mut q, 300, 331);
+        response(&mut q, 301, 5, 1200);
+        client(&mut q, 343, 33); // the first response packet's ACK: 40 ms + 2 ms ACK delay
+        assert_eq!(q.path_rtt, Some(42 * MS));
+        client(&mut q, 500, 331);
+        response(&mut q, 501, 4, 1200);
+        q.one_rtt(1, 505 * MS, 400, DCID, rtt(&q)); // held back on the way
+        client(&mut q, 543, 33); // ACKs of the four before it
+        q.one_rtt(1, 575 * MS, 400, DCID, rtt(&q)); // the probe timeout re-sends it
+        client(&mut q, 598, 33); // the held original's ACK: 23 ms after the probe, too soon to be its
+        q.close(rtt(&q));
+        assert_eq!(q.ready.len(), 3);
+        assert_eq!(q.ready[2].end_ns(), 598 * MS, "a handshake RTT floor (47.5 ms) would skip it");
     }
 
     #[test]
