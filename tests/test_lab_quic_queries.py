@@ -76,6 +76,13 @@ def test_no_query_invented_on_clean_runs(evaluation):
     assert not clean.invented, evaluation.table
 
 
+# TCP queries are read from the bytes: every one is a client's request, in every run - the TLS
+# handshake's two exchanges and the close_notify alerts are none (31 of 79 TCP queries were, in
+# eight runs' captures scored before docs/queries.md#tls-over-tcp).
+def test_every_tcp_query_is_a_request(evaluation):
+    assert not any(s.invented_tcp for s in evaluation.scores.values()), evaluation.table
+
+
 # The reordering run is the known limit (docs/queries.md, "QUIC without keys"): a server datagram
 # held behind later ones draws the server's probe re-sends after the client already had the
 # response, and without keys they look like more response, so the inferred end moves past the
@@ -92,11 +99,13 @@ def test_inferred_latency_within_one_rtt(evaluation, pooled):
 
 # QUIC's half: +1 to +48 ms in eight runs (tolerance 41-114 ms; a CI run before the
 # response-timed RTT of docs/queries.md missed by 96 vs 89 ms: the longest reordered query ran on
-# to the next request). TCP's half varies around its tolerance from run to run (-55 to +12 ms in
-# the same eight runs, one outside): the TCP query's end is the client's ACK of the last byte, which Linux may delay up to its
-# 40 ms minimum delayed-ACK time, and a connection's first response (two rounds of slow start)
-# ends about one RTT after the client's own last-byte mark; the clients' own tail moves with
-# their process' scheduling. It is printed in CI and run by hand (-m lab_targets).
+# to the next request). TCP's half varies around its 40 ms tolerance: the same eight runs scored
+# with the TLS handshake as setup (docs/queries.md#tls-over-tcp) gave -2 to +43 ms, two at or
+# over it. Ours lies above the clients' because a TCP query ends at the client's ACK of the
+# last byte, which Linux may hold for its 40 ms minimum delayed-ACK time when the last segment
+# came alone, and a p99 of 48 requests is their largest one or two. (Before that rule it was
+# -55 to +12 ms, for a wrong reason: 31 TLS handshake and alert exchanges of about one RTT or
+# less among the 79 TCP queries moved the p99's rank.) Printed in CI, run by hand (-m lab_targets).
 @pytest.mark.parametrize("transport", ["quic", pytest.param("tcp", marks=pytest.mark.lab_targets)])
 def test_p99_agrees_with_the_clients(evaluation, transport):
     ours, theirs = evaluation.p99(transport)

@@ -13,6 +13,7 @@ pub mod quic;
 pub mod select;
 pub mod skip;
 pub mod source;
+pub mod tls_record;
 pub mod tunnel;
 
 pub use capture::{CaptureError, CaptureErrorKind, CaptureFormat, CaptureReader, Frame};

@@ -1,12 +1,14 @@
 //! Queries without decryption: a TCP byte stream read as request/response exchanges — a client
 //! data burst followed by a server data burst (works for HTTP/1, TLS and anything strictly
 //! request/response). Each query carries the signatures that struck while it was open and the
-//! delay each cost; the first query of a connection also carries the connection setup.
+//! delay each cost; the first query of a connection also carries the connection setup (over TLS
+//! the TLS handshake: its exchanges are no queries, see `TlsPart`).
 //! Limits (docs/queries.md): pipelined requests and HTTP/2 multiplexing merge into one query
 //! per client burst; server pushes without a request are not queries.
 
 use crate::seq_number::SeqNumber;
 use crate::tags;
+use tailscope_parsers::tls_record::{SegmentRecords, ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE};
 
 /// What struck inside a query and what it cost.
 #[derive(Debug, Clone, Default)]
@@ -37,6 +39,11 @@ impl Charges {
     fn add_server_loss(&mut self, sig: &'static str, delay: i64) {
         self.items.push((sig, delay));
         self.server_loss.push(true);
+    }
+    /// Another exchange's charges become this one's (a TLS handshake's, for the first request).
+    fn absorb(&mut self, other: Charges) {
+        self.items.extend(other.items);
+        self.server_loss.extend(other.server_loss);
     }
 }
 
@@ -104,6 +111,8 @@ pub struct Query {
     last_charge_ns: Option<i64>,
     /// The first RTT sample towards the client after the response began: the queue it met.
     response_rtt_ns: Option<i64>,
+    /// TLS over TCP: the client burst opening it carried handshake records only (see `TlsPart`).
+    tls_handshake: bool,
 }
 
 impl Query {
@@ -146,8 +155,12 @@ pub struct QueryTracker {
     pub written_unsettled: u64,
     next_index: u32,
     first_syn_ns: Option<i64>,
-    /// Setup costs seen before the first request (SYN and SYN-ACK loss).
+    /// Setup costs seen before the first request (SYN and SYN-ACK loss, what struck the TLS
+    /// handshake), and the handshake's retransmissions.
     pending_setup: Charges,
+    pending_retransmissions: u64,
+    /// The client's first data segment began with a TLS record header (None: no data yet).
+    tls: Option<bool>,
     synack_sent: bool,
     /// Where the client's bytes counted as requests end (sequence number): a resend beyond it
     /// carries request bytes no query has seen.
@@ -191,6 +204,47 @@ pub struct Seen {
     /// A resend filling a hole the capture had seen skipped (its bytes' first copy never reached
     /// it, so no query counted them): when the hole opened, and how many bytes it filled.
     pub hole: Option<(i64, u32)>,
+    /// The TLS records the segment's payload starts with (None: no payload, no record header).
+    pub tls: Option<SegmentRecords>,
+}
+
+/// What a segment of a TLS connection carries, read from the record headers it starts with
+/// (no decryption; docs/queries.md#tls-over-tcp).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TlsPart {
+    /// Handshake records: a ClientHello, a TLS 1.2 flight (ClientKeyExchange, ChangeCipherSpec,
+    /// Finished; the server's certificate flight), TLS 1.3's ChangeCipherSpec and the encrypted
+    /// Finished right behind it (RFC 8446 §D.4's middlebox compatibility mode).
+    Handshake,
+    /// One alert record and nothing else: 21, or in TLS 1.3 an application-data record of 19
+    /// bytes - a 2-byte alert, its inner content type and a 16-byte AEAD tag (close_notify).
+    Alert,
+    /// Application data, or bytes that are no record start (the middle of a record).
+    Other,
+}
+
+/// RFC 8446 §5.2: an encrypted alert's record body (alert 2 + content type 1 + AEAD tag 16).
+const TLS13_ALERT_LEN: usize = 19;
+
+fn tls_part(r: Option<&SegmentRecords>) -> TlsPart {
+    let Some(r) = r else { return TlsPart::Other };
+    let t = r.types();
+    match t {
+        [ALERT] if r.complete => TlsPart::Alert,
+        [APPLICATION_DATA] if r.complete && r.first_length == TLS13_ALERT_LEN => TlsPart::Alert,
+        // A flight's later records may lie beyond the captured bytes: a TLS 1.2 client's
+        // application data sent in the same segment as its Finished (False Start) is missed.
+        [HANDSHAKE, rest @ ..] if !rest.contains(&APPLICATION_DATA) => TlsPart::Handshake,
+        // Only TLS 1.3's Finished may follow: a second application-data record is a request.
+        [CHANGE_CIPHER_SPEC, rest @ ..]
+            if r.complete
+                && rest.iter().filter(|&&x| x == APPLICATION_DATA).count() <= 1
+                && rest.iter().all(|&x| x == APPLICATION_DATA || x == HANDSHAKE) =>
+        {
+            TlsPart::Handshake
+        }
+        _ => TlsPart::Other,
+    }
 }
 
 impl QueryTracker {
@@ -203,12 +257,24 @@ impl QueryTracker {
     }
 
     pub fn observe(&mut self, s: &Seen) {
-        let (request_bytes, resent_request) = self.request_bytes(s);
+        let (mut request_bytes, resent_request) = self.request_bytes(s);
+        if s.new_data > 0 && s.c2s {
+            self.tls.get_or_insert(s.tls.is_some());
+        }
+        let part = if self.tls == Some(true) && s.seglen > 0 { tls_part(s.tls.as_ref()) } else { TlsPart::Other };
+        // An alert (close_notify) asks nothing and answers nothing.
+        if part == TlsPart::Alert {
+            if s.c2s {
+                request_bytes = 0;
+            } else if request_bytes == 0 {
+                return;
+            }
+        }
         // A client burst after a response (or at the start) opens a new query.
         if request_bytes > 0 {
             let responded = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
             if self.current.is_none() || responded {
-                if let Some(q) = self.current.take() {
+                if let Some(q) = self.current.take().filter(|q| !self.fold_handshake(q)) {
                     let mut q = q;
                     late_ack(&mut q, s);
                     if settled(&q) {
@@ -227,13 +293,15 @@ impl QueryTracker {
                     index: self.next_index,
                     start_ns: s.ts_ns,
                     request_retransmitted: resent_request,
+                    tls_handshake: part == TlsPart::Handshake,
                     ..Query::default()
                 };
                 self.next_index += 1;
                 if q.index == 0 {
                     q.setup_ns = self.first_syn_ns.map(|t| s.ts_ns - t);
-                    q.charges = std::mem::take(&mut self.pending_setup);
                 }
+                q.charges = std::mem::take(&mut self.pending_setup);
+                q.retransmissions = std::mem::take(&mut self.pending_retransmissions);
                 self.current = Some(q);
             }
         }
@@ -242,6 +310,10 @@ impl QueryTracker {
             return;
         };
         if request_bytes > 0 {
+            // Application data in the burst: a request went with the handshake's last flight.
+            if q.first_byte_ns.is_none() && part == TlsPart::Other && s.new_data > 0 {
+                q.tls_handshake = false;
+            }
             q.request_bytes += u64::from(request_bytes);
             q.request_packets += u64::from(s.c2s);
             // Some of its bytes came only as a resend, whichever packet opened it.
@@ -355,9 +427,24 @@ impl QueryTracker {
         }
     }
 
+    /// A TLS handshake exchange is the connection's setup, not a query: its index goes to the
+    /// next query and, when that is the first (whose `setup_ns` runs from the SYN to it), so does
+    /// what struck the handshake. (A later one - a TLS 1.2 renegotiation - is inside no query.)
+    /// True if `q` was one.
+    fn fold_handshake(&mut self, q: &Query) -> bool {
+        if q.tls_handshake {
+            self.next_index -= 1;
+            if self.next_index == 0 {
+                self.pending_setup.absorb(q.charges.clone());
+                self.pending_retransmissions += q.retransmissions;
+            }
+        }
+        q.tls_handshake
+    }
+
     /// The flow ended: every query it still holds is written with it, in index order.
     pub fn close(&mut self) {
-        if let Some(q) = self.current.take() {
+        if let Some(q) = self.current.take().filter(|q| !self.fold_handshake(q)) {
             self.done.push(q);
         }
         if !self.ready.is_empty() {
@@ -502,6 +589,7 @@ mod tests {
             tail_episode: false,
             reorder_ns: None,
             hole: None,
+            tls: None,
         }
     }
 
@@ -510,6 +598,77 @@ mod tests {
         t.observe(&Seen { syn: true, ack: None, ..seen(true, 0, 99, 0, false, 0) });
         t.observe(&Seen { synack: true, ..seen(false, 20, 499, 0, false, 100) });
         t.observe(&seen(true, 40, 100, 0, false, 500));
+    }
+
+    /// A segment of `len` bytes starting with TLS records of these (type, body length).
+    fn tls(c2s: bool, ms: i64, seq: u32, len: u32, ack: u32, records: &[(u8, usize)]) -> Seen {
+        let mut bytes = Vec::new();
+        for &(ty, n) in records {
+            bytes.extend([ty, 3, 3, (n >> 8) as u8, n as u8]);
+            bytes.resize(bytes.len() + n, if ty == HANDSHAKE { 1 } else { 0 });
+        }
+        let shown = &bytes[..bytes.len().min(62)]; // a 128-byte snaplen
+        Seen { tls: SegmentRecords::walk(shown, len as usize), ..seen(c2s, ms, seq, len, true, ack) }
+    }
+
+    /// TLS 1.3 with middlebox compatibility (the lab's Python client, curl, browsers): ClientHello,
+    /// the server's flight, ChangeCipherSpec + Finished, the server's session tickets, then the
+    /// requests; close_notify both ways at the end.
+    #[test]
+    fn a_tls_handshake_is_the_first_requests_setup() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&tls(true, 41, 100, 517, 500, &[(HANDSHAKE, 512)]));
+        t.observe(&tls(
+            false,
+            43,
+            500,
+            754,
+            617,
+            &[(HANDSHAKE, 122), (CHANGE_CIPHER_SPEC, 1), (APPLICATION_DATA, 600)],
+        ));
+        t.observe(&tls(true, 84, 617, 80, 1254, &[(CHANGE_CIPHER_SPEC, 1), (APPLICATION_DATA, 69)]));
+        t.observe(&tls(false, 85, 1254, 542, 697, &[(APPLICATION_DATA, 266), (APPLICATION_DATA, 266)]));
+        t.observe(&tls(true, 90, 697, 300, 1796, &[(APPLICATION_DATA, 295)]));
+        t.observe(&tls(false, 95, 1796, 1000, 997, &[(APPLICATION_DATA, 995)]));
+        t.observe(&seen(true, 135, 997, 0, false, 2796));
+        t.observe(&tls(true, 200, 997, 300, 2796, &[(APPLICATION_DATA, 295)]));
+        t.observe(&tls(false, 205, 2796, 1000, 1297, &[(APPLICATION_DATA, 995)]));
+        t.observe(&seen(true, 245, 1297, 0, false, 3796));
+        t.observe(&tls(true, 300, 1297, 24, 3796, &[(APPLICATION_DATA, 19)])); // close_notify
+        t.observe(&tls(false, 301, 3796, 24, 1321, &[(APPLICATION_DATA, 19)]));
+        t.close();
+        let qs = &t.done;
+        assert_eq!(qs.len(), 2, "two requests: the handshake's two exchanges and the alerts are none");
+        assert_eq!((qs[0].index, qs[0].start_ns, qs[0].setup_ns), (0, 90 * MS, Some(90 * MS)));
+        assert_eq!((qs[0].request_bytes, qs[0].response_bytes, qs[0].end_ns()), (300, 1000, 135 * MS));
+        assert_eq!((qs[1].index, qs[1].response_bytes, qs[1].end_ns()), (1, 1000, 245 * MS));
+    }
+
+    #[test]
+    fn a_request_sent_with_the_finished_flight_is_a_query() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&tls(true, 41, 100, 517, 500, &[(HANDSHAKE, 512)]));
+        t.observe(&tls(false, 43, 500, 754, 617, &[(HANDSHAKE, 749)]));
+        // Finished, then the request right behind it (its own segment, or the same one)
+        t.observe(&tls(true, 84, 617, 80, 1254, &[(CHANGE_CIPHER_SPEC, 1), (APPLICATION_DATA, 69)]));
+        t.observe(&tls(true, 84, 697, 300, 1254, &[(APPLICATION_DATA, 295)]));
+        t.observe(&tls(false, 130, 1254, 1000, 997, &[(APPLICATION_DATA, 995)]));
+        t.observe(&tls(
+            true,
+            300,
+            997,
+            380,
+            2254,
+            &[(CHANGE_CIPHER_SPEC, 1), (APPLICATION_DATA, 69), (APPLICATION_DATA, 295)],
+        ));
+        t.observe(&tls(false, 330, 2254, 1000, 1377, &[(APPLICATION_DATA, 995)]));
+        t.close();
+        let qs = &t.done;
+        assert_eq!(qs.len(), 2);
+        assert_eq!((qs[0].index, qs[0].start_ns, qs[0].request_bytes), (0, 84 * MS, 380));
+        assert_eq!((qs[0].setup_ns, qs[1].request_bytes), (Some(84 * MS), 380));
     }
 
     #[test]

@@ -388,6 +388,7 @@ impl Session {
                     seglen: p.payload_len,
                     ip_id: p.ip_id,
                     peer_window_shift,
+                    payload: p.payload,
                 })
             })
         });

@@ -16,8 +16,8 @@ Matching.  Per connection (the client's port: the `request` record's sport, the 
 client_port), requests in time order; a request is found when an unmatched query starts between
 its send and its last byte (at a server-side capture the request arrives half a round trip after
 it was sent); of several, the one whose response size is closest to the request's. A query left
-unmatched in a QUIC flow is invented. (TCP flows also hold the TLS handshake's exchanges - the
-client's Finished answered by session tickets - which match no request and are not scored.)
+unmatched is invented; in a TCP flow there is none (the TLS handshake is the first request's
+setup and close_notify no exchange: docs/queries.md#tls-over-tcp).
 Latency.  The client's t_last_byte - t_send against the query's latency_ns (start = the request's
 arrival, end = the client's ACK of the last byte: both half a round trip after the client's own
 marks); within one RTT = within the scenario's path RTT (2 x delay_ms).
@@ -80,6 +80,7 @@ class ScenarioScore:
     name: str
     matches: list = field(default_factory=list)
     invented: list = field(default_factory=list)         # QUIC queries matching no request
+    invented_tcp: list = field(default_factory=list)     # TCP queries matching no request
     queries: dict = field(default_factory=dict)          # transport -> every query of its flows
     keyed: list = field(default_factory=list)            # (inferred, keyed) query pairs, QUIC
     keyed_unpaired: int = 0
@@ -129,8 +130,11 @@ def score(res: ScenarioResult) -> ScenarioScore:
                 if hit is not None:
                     used.add(hit)
                 sc.matches.append(Match(res.name, transport, r, cands[hit] if hit is not None else None, rtt))
+            unmatched = [q for i, q in enumerate(cands) if i not in used]
             if transport == "quic":
-                sc.invented += [q for i, q in enumerate(cands) if i not in used]
+                sc.invented += unmatched
+            else:
+                sc.invented_tcp += unmatched
     keylog = res.files.get("keylog")
     if keylog and Path(keylog).exists():
         kflows, kqueries = _tables(res.pcap, keylog)
@@ -225,13 +229,14 @@ def _pct(a: int, b: int) -> str:
 def format_table(ev: Evaluation, details: int = 10) -> str:
     lines = ["QUIC queries without keys vs the client's request log (server-side capture)", "",
              f"{'scenario':26s} {'QUIC found':>16s} {'within RTT':>16s} {'invented':>8s} "
-             f"{'TCP found':>16s} {'TCP within RTT':>16s}"]
+             f"{'TCP found':>16s} {'TCP within RTT':>16s} {'TCP invented':>12s}"]
     for n, s in ev.scores.items():
         lines.append(f"{n:26s} {_pct(*ev.found('quic', n)):>16s} {_pct(*ev.within_rtt('quic', n)):>16s} "
-                     f"{len(s.invented):>8d} {_pct(*ev.found('tcp', n)):>16s} {_pct(*ev.within_rtt('tcp', n)):>16s}")
+                     f"{len(s.invented):>8d} {_pct(*ev.found('tcp', n)):>16s} {_pct(*ev.within_rtt('tcp', n)):>16s} "
+                     f"{len(s.invented_tcp):>12d}")
     lines.append(f"{'all':26s} {_pct(*ev.found('quic')):>16s} {_pct(*ev.within_rtt('quic')):>16s} "
                  f"{sum(len(s.invented) for s in ev.scores.values()):>8d} {_pct(*ev.found('tcp')):>16s} "
-                 f"{_pct(*ev.within_rtt('tcp')):>16s}")
+                 f"{_pct(*ev.within_rtt('tcp')):>16s} {sum(len(s.invented_tcp) for s in ev.scores.values()):>12d}")
     lines.append("")
     for t in ("quic", "tcp"):
         ours, theirs = ev.p99(t)
@@ -255,9 +260,10 @@ def format_table(ev: Evaluation, details: int = 10) -> str:
                      + (f"query {q['query_index']} {q['latency_ns'] / 1e6:.1f} ms {q['signatures']}" if q
                         else "no query"))
     for s in ev.scores.values():
-        for q in s.invented[:details]:
-            lines.append(f"  {s.name} invented: flow {q['flow_id']} query {q['query_index']} "
-                         f"{q['request_bytes']} B / {q['response_bytes']} B, {q['latency_ns'] / 1e6:.1f} ms")
+        for kind, qs in (("invented", s.invented), ("TCP invented", s.invented_tcp)):
+            for q in qs[:details]:
+                lines.append(f"  {s.name} {kind}: flow {q['flow_id']} query {q['query_index']} "
+                             f"{q['request_bytes']} B / {q['response_bytes']} B, {q['latency_ns'] / 1e6:.1f} ms")
     return "\n".join(lines)
 
 

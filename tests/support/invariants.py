@@ -108,15 +108,18 @@ CHECKS = {
         SELECT f.capture_id, f.flow_id, f.tail_losses, coalesce(ev.n, 0) AS events_n
         FROM flows f LEFT JOIN ev USING (capture_id, flow_id)
         WHERE f.ip_proto = 6 AND f.tail_losses <> coalesce(ev.n, 0)""",
-    # A query's retransmissions happened while it was open: they are retransmission events of
-    # its flow inside [start, end]; never more than the events there.
+    # A query's retransmissions happened while it was open, or (the first query) during the
+    # connection setup it carries - a TLS handshake's among them (docs/queries.md#tls-over-tcp):
+    # they are retransmission events of its flow inside [start - setup, end]; never more.
     "query_retransmissions_outside_events": """
-        SELECT q.capture_id, q.flow_id, q.query_index, q.retransmissions,
-               (SELECT count(*) FROM events e WHERE e.capture_id = q.capture_id AND e.flow_id = q.flow_id
-                  AND e.signature = 'retransmission' AND e.ts BETWEEN q.start AND q."end") AS events_n
-        FROM queries q JOIN flows f ON f.capture_id = q.capture_id AND f.flow_id = q.flow_id AND f.ip_proto = 6
-        WHERE q.retransmissions > (SELECT count(*) FROM events e WHERE e.capture_id = q.capture_id
-                  AND e.flow_id = q.flow_id AND e.signature = 'retransmission' AND e.ts BETWEEN q.start AND q."end")""",
+        WITH q AS (SELECT q.*, q.start - to_microseconds(CASE WHEN q.query_index = 0
+                                   THEN coalesce(q.setup_ns, 0) // 1000 ELSE 0 END) AS since
+                   FROM queries q JOIN flows f USING (capture_id, flow_id) WHERE f.ip_proto = 6),
+             n AS (SELECT q.capture_id, q.flow_id, q.query_index, q.retransmissions,
+                          (SELECT count(*) FROM events e WHERE e.capture_id = q.capture_id AND e.flow_id = q.flow_id
+                             AND e.signature = 'retransmission' AND e.ts BETWEEN q.since AND q."end") AS events_n
+                   FROM q)
+        SELECT * FROM n WHERE retransmissions > events_n""",
     # A query ends no earlier than the last transmission of its response's bytes, and its
     # indices count 0, 1, 2, ... per flow.
     "query_end_before_last_byte": """

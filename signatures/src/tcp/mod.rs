@@ -26,6 +26,7 @@ mod tests;
 mod wireshark;
 
 use tailscope_parsers::decode::{TcpInfo, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
+use tailscope_parsers::tls_record::SegmentRecords;
 
 use crate::pathology::{Pathology, Verdicts};
 use crate::queries::{QueryTracker, Seen};
@@ -120,6 +121,8 @@ pub struct PacketIn<'a> {
     pub seglen: u32,
     pub ip_id: Option<u32>,
     pub peer_window_shift: Option<u8>,
+    /// The payload bytes the capture kept (TLS record headers for the queries).
+    pub payload: &'a [u8],
 }
 
 /// One packet's fields as the phases read them.
@@ -137,6 +140,7 @@ struct Segment<'a> {
     tcp: &'a TcpInfo,
     ip_id: Option<u32>,
     peer_window_shift: Option<u8>,
+    payload: &'a [u8],
 }
 
 impl<'a> Segment<'a> {
@@ -154,6 +158,7 @@ impl<'a> Segment<'a> {
             tcp: t,
             ip_id: pk.ip_id,
             peer_window_shift: pk.peer_window_shift,
+            payload: pk.payload,
         }
     }
     /// An ACK without SYN: a handshake's last step, or any later segment.
@@ -234,6 +239,7 @@ impl TcpState {
                 .hole_age
                 .filter(|_| out.retx_delay_ns.is_some() && judged.hole_bytes > 0)
                 .map(|age| (s.now - age, judged.hole_bytes)),
+            tls: if s.seglen > 0 { SegmentRecords::walk(s.payload, s.seglen as usize) } else { None },
         });
     }
 

@@ -24,7 +24,7 @@ fn feed(
     ip_id: Option<u32>,
 ) -> Analysis {
     let tcp = TcpInfo { seq, ack, flags, window, header_len: 20, ..TcpInfo::default() };
-    st.analyze(&PacketIn { dir, ts_ns: ms * MS, tcp: &tcp, seglen: len, ip_id, peer_window_shift: None })
+    st.analyze(&PacketIn { dir, ts_ns: ms * MS, tcp: &tcp, seglen: len, ip_id, peer_window_shift: None, payload: &[] })
 }
 
 /// A handshake at 0-40 ms (client ISN `c`, server ISN `s`) and a 100-byte request at 41 ms.
@@ -161,7 +161,15 @@ fn late_recorded_original_is_no_retransmission() {
     let mut st = TcpState::default();
     let at = |st: &mut TcpState, dir: usize, t_us: i64, seq: u32, ack: u32, flags: u16, len: u32| {
         let tcp = TcpInfo { seq, ack, flags, window: 8192, header_len: 20, ..TcpInfo::default() };
-        st.analyze(&PacketIn { dir, ts_ns: t_us * 1_000, tcp: &tcp, seglen: len, ip_id: None, peer_window_shift: None })
+        st.analyze(&PacketIn {
+            dir,
+            ts_ns: t_us * 1_000,
+            tcp: &tcp,
+            seglen: len,
+            ip_id: None,
+            peer_window_shift: None,
+            payload: &[],
+        })
     };
     at(&mut st, 0, 0, c, 0, TCP_SYN, 0);
     at(&mut st, 1, 12, s, c + 1, TCP_SYN | A, 0);
@@ -243,7 +251,15 @@ fn feed_sack(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, sack: &
         tcp.sack[i] = *b;
     }
     tcp.sack_count = sack.len() as u8;
-    st.analyze(&PacketIn { dir, ts_ns: ms * MS, tcp: &tcp, seglen: 0, ip_id: None, peer_window_shift: None })
+    st.analyze(&PacketIn {
+        dir,
+        ts_ns: ms * MS,
+        tcp: &tcp,
+        seglen: 0,
+        ip_id: None,
+        peer_window_shift: None,
+        payload: &[],
+    })
 }
 
 /// Randomized lab pool, draw0059_short_loss: a response loses its third segment and its last;
@@ -348,7 +364,15 @@ fn feed_ts(
     ts: (u32, u32),
 ) -> Analysis {
     let tcp = TcpInfo { seq, ack, flags, window: 65535, header_len: 32, ts: Some(ts), ..TcpInfo::default() };
-    st.analyze(&PacketIn { dir, ts_ns: ms * MS, tcp: &tcp, seglen: len, ip_id: None, peer_window_shift: None })
+    st.analyze(&PacketIn {
+        dir,
+        ts_ns: ms * MS,
+        tcp: &tcp,
+        seglen: len,
+        ip_id: None,
+        peer_window_shift: None,
+        payload: &[],
+    })
 }
 
 /// Randomized lab pool, draw0041_loss frames 887-1026: the client's ACK of the server's FIN is

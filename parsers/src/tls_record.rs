@@ -1,0 +1,118 @@
+//! TLS records as the start of a TCP segment shows them, without decryption (RFC 8446 §5.1,
+//! RFC 5246 §6.2): each record is a 5-byte header - content type, legacy version 3.x, length -
+//! and its body. Only headers inside the captured bytes are read (a 128-byte snaplen shows ~60
+//! bytes of payload).
+
+pub const CHANGE_CIPHER_SPEC: u8 = 20;
+pub const ALERT: u8 = 21;
+pub const HANDSHAKE: u8 = 22;
+pub const APPLICATION_DATA: u8 = 23;
+/// Handshake message type of a ClientHello (RFC 8446 §4).
+const CLIENT_HELLO: u8 = 1;
+
+const HEADER_LEN: usize = 5;
+/// RFC 5246 §6.2.3: a TLSCiphertext fragment is at most 2^14 + 2048 bytes.
+const MAX_LEN: usize = (1 << 14) + 2048;
+/// Records walked per segment: a handshake flight's few, then it no longer matters.
+const MAX_RECORDS: usize = 4;
+
+/// One record header: its content type and body length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordHeader {
+    pub content_type: u8,
+    pub length: usize,
+}
+
+impl RecordHeader {
+    /// The header at the start of `bytes`, if they look like one (a known content type, version
+    /// 3.0-3.4, a length TLS allows).
+    pub fn parse(bytes: &[u8]) -> Option<RecordHeader> {
+        let h = bytes.get(..HEADER_LEN)?;
+        let length = usize::from(u16::from_be_bytes([h[3], h[4]]));
+        let known = (CHANGE_CIPHER_SPEC..=APPLICATION_DATA).contains(&h[0]);
+        (known && h[1] == 3 && h[2] <= 4 && length > 0 && length <= MAX_LEN)
+            .then_some(RecordHeader { content_type: h[0], length })
+    }
+}
+
+/// The records a segment starts with, as far as the captured bytes show their headers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SegmentRecords {
+    /// Content types in order (the first `count`).
+    pub types: [u8; MAX_RECORDS],
+    pub count: usize,
+    /// The walk ended exactly at the segment's end: every record in it is listed.
+    pub complete: bool,
+    /// The first record is a handshake record holding a ClientHello.
+    pub client_hello: bool,
+    /// The first record's body length.
+    pub first_length: usize,
+}
+
+impl SegmentRecords {
+    /// Walk the records from the segment's first byte: `captured` its bytes the capture kept,
+    /// `seglen` its payload length on the wire. None when it does not start with a record
+    /// header (no TLS, or the middle of a record).
+    pub fn walk(captured: &[u8], seglen: usize) -> Option<SegmentRecords> {
+        let first = RecordHeader::parse(captured)?;
+        let mut out = SegmentRecords {
+            client_hello: first.content_type == HANDSHAKE && captured.get(HEADER_LEN) == Some(&CLIENT_HELLO),
+            first_length: first.length,
+            ..SegmentRecords::default()
+        };
+        let mut at = 0;
+        while out.count < MAX_RECORDS {
+            let Some(h) = RecordHeader::parse(captured.get(at..).unwrap_or_default()) else { break };
+            out.types[out.count] = h.content_type;
+            out.count += 1;
+            at += HEADER_LEN + h.length;
+            if at >= seglen {
+                out.complete = at == seglen;
+                break;
+            }
+        }
+        Some(out)
+    }
+
+    pub fn types(&self) -> &[u8] {
+        &self.types[..self.count]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(ty: u8, len: usize) -> Vec<u8> {
+        let mut r = vec![ty, 3, 3, (len >> 8) as u8, len as u8];
+        r.resize(HEADER_LEN + len, 0xab);
+        r
+    }
+
+    #[test]
+    fn a_tls13_finished_flight_is_walked_whole() {
+        let seg = [record(CHANGE_CIPHER_SPEC, 1), record(APPLICATION_DATA, 69)].concat();
+        let r = SegmentRecords::walk(&seg, seg.len()).unwrap();
+        assert_eq!(r.types(), &[CHANGE_CIPHER_SPEC, APPLICATION_DATA]);
+        assert!(r.complete && !r.client_hello);
+    }
+
+    #[test]
+    fn headers_beyond_the_snaplen_are_not_read() {
+        let seg = [record(CHANGE_CIPHER_SPEC, 1), record(APPLICATION_DATA, 69), record(APPLICATION_DATA, 300)].concat();
+        let r = SegmentRecords::walk(&seg[..62], seg.len()).unwrap();
+        assert_eq!(r.types(), &[CHANGE_CIPHER_SPEC, APPLICATION_DATA]);
+        assert!(!r.complete);
+    }
+
+    #[test]
+    fn a_client_hello_and_what_is_no_record() {
+        let mut hello = record(HANDSHAKE, 512);
+        hello[HEADER_LEN] = CLIENT_HELLO;
+        let r = SegmentRecords::walk(&hello[..60], hello.len()).unwrap();
+        assert!(r.client_hello && r.complete, "one record, as long as the segment");
+        assert_eq!(SegmentRecords::walk(b"GET / HTTP/1.1\r\n", 16), None);
+        assert_eq!(SegmentRecords::walk(&[APPLICATION_DATA, 3, 3], 3), None);
+        assert_eq!(SegmentRecords::walk(&[APPLICATION_DATA, 3, 9, 0, 10], 15), None, "version 3.9");
+    }
+}
