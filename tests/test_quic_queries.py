@@ -104,3 +104,14 @@ def test_corpus_requests_are_found(name):
 @pytest.mark.parametrize("name", HANDSHAKE_ONLY)
 def test_corpus_handshake_only_traces_have_no_query(name):
     assert _quic_queries(_corpus(name)) == []
+
+
+def test_handshake_rtt_from_headers_when_the_initials_are_cut():
+    """samples/quic_clean.pcap is cut at 128 bytes (no Initial can be decrypted) on a 40 ms path:
+    the handshake RTT comes from the packet headers - the server's Initial to the client's first
+    Handshake packet - a path RTT plus the client's certificate check (docs/schemas.md)."""
+    pcap = Path(_ROOT) / "samples" / "quic_clean.pcap"
+    flows = [f for f in api.tables([str(pcap)])["flows"].to_pylist() if f["protocol"] == "quic"]
+    assert flows and all(f["sni"] is None for f in flows), "the Initials must be unreadable here"
+    for f in flows:
+        assert RTT_NS <= f["quic_handshake_rtt_ns"] < 2 * RTT_NS, f

@@ -52,6 +52,8 @@ pub struct InferredQueries {
     first_initial_ns: Option<i64>,
     server_first_ns: Option<i64>,
     server_handshake_last_ns: Option<i64>,
+    /// The server's last Initial packet before the client's first Handshake packet.
+    server_initial_last_ns: Option<i64>,
     client_handshake_ns: Option<i64>,
     /// The latest server data packet (time, size) and the largest seen.
     last_server_data: Option<(i64, u32)>,
@@ -84,6 +86,9 @@ impl InferredQueries {
         } else {
             self.server_first_ns.get_or_insert(ts_ns);
             self.server_handshake_last_ns = Some(ts_ns);
+            if !handshake && self.client_handshake_ns.is_none() {
+                self.server_initial_last_ns = Some(ts_ns);
+            }
         }
     }
 
@@ -95,6 +100,14 @@ impl InferredQueries {
         let server_leg = self.client_handshake_ns.zip(self.server_first_ns).map(|(c, s)| c - s);
         let client_leg = self.server_first_ns.zip(self.first_initial_ns).map(|(s, c)| s - c);
         decrypted.or(server_leg.max(client_leg)).filter(|&r| r > 0)
+    }
+
+    /// RFC 9312 §4.8.1's handshake RTT from packet headers alone (a capture cut too short to
+    /// decrypt the Initials): the server's last Initial packet to the client's first Handshake
+    /// packet, at a server-side capture.
+    pub fn header_handshake_rtt_ns(&self) -> Option<i64> {
+        let rtt = self.client_handshake_ns.zip(self.server_initial_last_ns).map(|(c, s)| c - s);
+        rtt.filter(|&r| r > 0 && self.server_side())
     }
 
     /// The soonest a client packet can acknowledge a server packet after it, as the capture sees
@@ -365,6 +378,18 @@ mod tests {
         client(&mut q, 140, 33); // the last one's, 50 ms later: held back on the way
         q.close(rtt(&q));
         assert_eq!(q.ready[0].end_ns(), 140 * MS);
+    }
+
+    #[test]
+    fn the_handshake_rtt_from_headers_is_the_server_sides() {
+        let q = handshaken();
+        assert_eq!(q.header_handshake_rtt_ns(), Some(40 * MS));
+        // at the client: its Initial, the server's answer 40 ms later, its Handshake at once
+        let mut c = InferredQueries::default();
+        c.long_header(0, 0, false);
+        c.long_header(1, 40 * MS, false);
+        c.long_header(0, 41 * MS, true);
+        assert_eq!(c.header_handshake_rtt_ns(), None);
     }
 
     #[test]

@@ -55,7 +55,7 @@ impl QuicState {
             ocid: (!self.ocid.is_empty()).then(|| hex(&self.ocid)),
             handshake: self.handshake_outcome(server_packets),
             spin: self.spin_state(),
-            handshake_rtt_ns: self.handshake_rtt_ns,
+            handshake_rtt_ns: self.handshake_rtt_ns.or_else(|| self.inferred.header_handshake_rtt_ns()),
             initial_retx: i64::from(self.initial_retx[0]),
             server_initial_retx: i64::from(self.initial_retx[1]),
             initial_loss_delay_ns: self.initial_loss_delay_ns,
