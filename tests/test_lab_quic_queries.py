@@ -3,7 +3,7 @@ TLS/TCP in the same runs (issue 18; rules docs/queries.md#quic-without-keys; sco
 tests/lab/quic_queries_eval.py).
 
 The scenarios (tests/lab/scenarios.py QUIC_QUERY_SCENARIOS: clean, 3% loss server to client, a
-4 Mbit/s bottleneck with a 100 kB queue, reordering; sessions alternating QUIC and TLS/TCP, four
+4 Mbit/s bottleneck with a 100 kB queue, a 4 Mbit/s policer with a 32 kB bucket, reordering; sessions alternating QUIC and TLS/TCP, four
 sequential requests of 2-60 kB each) run once, two at a time, in a module fixture; tailscope
 analyses each pcap without keys, and again with the client's key log for the per-stream reference.
 
@@ -14,7 +14,7 @@ a request. The pooled within-one-RTT figure (the reordering run included) and th
 the key log's per-stream queries vary around their targets from run to run (reasons at the
 tests): they are `lab_targets`, printed in CI and run by hand.
 
-Needs root, the lab's tools and aioquic (test extra). ~45 s on 2 cores.
+Needs root, the lab's tools and aioquic (test extra). ~55 s on 2 cores.
 """
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ queries the run's key log gives.
     sudo python -m tests.lab.quic_queries_eval --out /tmp/qq      # run the scenarios, score
     python -m tests.lab.quic_queries_eval --reuse /tmp/qq          # re-score finished runs (no root)
 
-The scenarios (scenarios.QUIC_QUERY_SCENARIOS without quic_fallback: clean, 2% loss, a bottleneck
-queue, reordering) alternate QUIC and TLS-over-TCP sessions of four sequential requests of
+The scenarios (scenarios.QUIC_QUERY_SCENARIOS without quic_fallback: clean, 3% loss, a bottleneck
+queue, a policer, reordering) alternate QUIC and TLS-over-TCP sessions of four sequential requests of
 different sizes (quic_apps.py logs each `request`: t_send_ns, t_first_byte_ns, t_last_byte_ns on
 the client's clock, which is the capture's: one host, CLOCK_REALTIME). tailscope analyses each
 pcap twice: without keys (QUIC queries are `quic_inferred`) and with the client's key log (QUIC

@@ -312,6 +312,13 @@ _QUIC_QUERIES = [
         app="quic", port=443, bottleneck={"dir": "s2c", "rate_kbit": 4000, "queue_bytes": 100000},
         deadline_s=40.0),
     Scenario(
+        "quic_queries_policing", "Token-bucket policer server->client, 4 Mbit/s with a 32 kB bucket, 40 ms RTT: "
+                                 "a response beyond the bucket loses its excess at once and is repaired at the "
+                                 "policed rate; sessions alternate QUIC and TLS over TCP.",
+        sessions(*[(1, m, PAGE) for m in ("quic_only", "tcp") * 3], gap_s=0.2, handshake_timeout_s=3.0),
+        app="quic", port=443, police={"dir": "s2c", "rate_kbit": 4000, "burst_bytes": 32000},
+        deadline_s=40.0),
+    Scenario(
         "quic_queries_reordering", "No loss. Every 5th server datagram / TCP segment held back by 2 packets, every "
                                    "3rd client one held 5 ms; sessions alternate QUIC and TLS over TCP.",
         sessions(*[(1, m, PAGE) for m in ("quic_only", "tcp") * 3], gap_s=0.2, handshake_timeout_s=3.0),
