@@ -216,7 +216,8 @@ pub struct Seen {
     /// A resend filling a hole the capture had seen skipped (its bytes' first copy never reached
     /// it, so no query counted them): when the hole opened, and how many bytes it filled.
     pub hole: Option<(i64, u32)>,
-    /// The TLS records the segment's payload starts with (None: no payload, no record header).
+    /// The TLS records the segment's payload starts with (None: no payload, no record header,
+    /// or not read: `QueryTracker::reads_tls`).
     pub tls: Option<SegmentRecords>,
 }
 
@@ -286,7 +287,7 @@ impl QueryTracker {
         if request_bytes > 0 {
             let responded = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
             if self.current.is_none() || responded {
-                if let Some(q) = self.current.take().filter(|q| !self.fold_handshake(q)) {
+                if let Some(q) = self.take_unless_handshake() {
                     let mut q = q;
                     late_ack(&mut q, s);
                     if settled(&q) {
@@ -450,21 +451,29 @@ impl QueryTracker {
     /// A TLS handshake exchange is the connection's setup, not a query: its index goes to the
     /// next query and, when that is the first (whose `setup_ns` runs from the SYN to it), so does
     /// what struck the handshake. (A later one - a TLS 1.2 renegotiation - is inside no query.)
-    /// True if `q` was one.
-    fn fold_handshake(&mut self, q: &Query) -> bool {
-        if q.tls_handshake {
-            self.next_index -= 1;
-            if self.next_index == 0 {
-                self.pending_setup.absorb(q.charges.clone());
-                self.pending_retransmissions += q.retransmissions;
-            }
+    /// The current query taken out, unless it was one.
+    fn take_unless_handshake(&mut self) -> Option<Query> {
+        let q = self.current.take()?;
+        if !q.tls_handshake {
+            return Some(q);
         }
-        q.tls_handshake
+        self.next_index -= 1;
+        if self.next_index == 0 {
+            self.pending_setup.absorb(q.charges);
+            self.pending_retransmissions += q.retransmissions;
+        }
+        None
+    }
+
+    /// Whether this connection's segments are read for TLS record headers (`Seen::tls`): until
+    /// its first client data segment shows whether it is TLS, and then if it is.
+    pub fn reads_tls(&self) -> bool {
+        self.tls != Some(false)
     }
 
     /// The flow ended: every query it still holds is written with it, in index order.
     pub fn close(&mut self) {
-        if let Some(q) = self.current.take().filter(|q| !self.fold_handshake(q)) {
+        if let Some(q) = self.take_unless_handshake() {
             self.done.push(q);
         }
         if !self.ready.is_empty() {

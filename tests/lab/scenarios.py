@@ -292,6 +292,13 @@ QUIC_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _QUIC}
 # queries tailscope infers from the encrypted packets against the client's request log). Also the
 # QUIC samples (tests/lab/samples.py), captured headers only.
 PAGE = ((300, 20000), (200, 5000, 0.05), (400, 60000, 0.05), (250, 2000, 0.1))
+
+
+def alternating_sessions() -> dict:
+    """Three QUIC-only and three TLS/TCP sessions, alternating, each the page's four requests."""
+    return sessions(*[(1, m, PAGE) for m in ("quic_only", "tcp") * 3], gap_s=0.2, handshake_timeout_s=3.0)
+
+
 _QUIC_QUERIES = [
     Scenario(
         "quic_queries_clean", "No impairment, 40 ms RTT: sessions alternate QUIC (quic_first) and TLS over TCP, "
@@ -303,25 +310,25 @@ _QUIC_QUERIES = [
                              "TLS over TCP, four sequential requests each; losses of response tails stall a "
                              "response until the sender's probe timeout. (Client to server losses happen before "
                              "a server-side capture: a lost request's wait is invisible there, as a lost SYN's.)",
-        sessions(*[(1, m, PAGE) for m in ("quic_only", "tcp") * 3], gap_s=0.2, handshake_timeout_s=3.0),
+        alternating_sessions(),
         app="quic", port=443, loss={"model": "bernoulli", "p": 0.03, "dir": "s2c"}, seed=13, deadline_s=40.0),
     Scenario(
         "quic_queries_queue", "4 Mbit/s bottleneck server->client with a 100 kB FIFO (200 ms of queue), 40 ms "
                               "RTT: responses queue behind each other; sessions alternate QUIC and TLS over TCP.",
-        sessions(*[(1, m, PAGE) for m in ("quic_only", "tcp") * 3], gap_s=0.2, handshake_timeout_s=3.0),
+        alternating_sessions(),
         app="quic", port=443, bottleneck={"dir": "s2c", "rate_kbit": 4000, "queue_bytes": 100000},
         deadline_s=40.0),
     Scenario(
         "quic_queries_policing", "Token-bucket policer server->client, 4 Mbit/s with a 32 kB bucket, 40 ms RTT: "
                                  "a response beyond the bucket loses its excess at once and is repaired at the "
                                  "policed rate; sessions alternate QUIC and TLS over TCP.",
-        sessions(*[(1, m, PAGE) for m in ("quic_only", "tcp") * 3], gap_s=0.2, handshake_timeout_s=3.0),
+        alternating_sessions(),
         app="quic", port=443, police={"dir": "s2c", "rate_kbit": 4000, "burst_bytes": 32000},
         deadline_s=40.0),
     Scenario(
         "quic_queries_reordering", "No loss. Every 5th server datagram / TCP segment held back by 2 packets, every "
                                    "3rd client one held 5 ms; sessions alternate QUIC and TLS over TCP.",
-        sessions(*[(1, m, PAGE) for m in ("quic_only", "tcp") * 3], gap_s=0.2, handshake_timeout_s=3.0),
+        alternating_sessions(),
         app="quic", port=443,
         rules=({"kind": "reorder", "dir": "s2c", "every": 5, "by_packets": 2},
                {"kind": "reorder", "dir": "c2s", "every": 3, "by_ms": 5})),

@@ -239,7 +239,11 @@ impl TcpState {
                 .hole_age
                 .filter(|_| out.retx_delay_ns.is_some() && judged.hole_bytes > 0)
                 .map(|age| (s.now - age, judged.hole_bytes)),
-            tls: if s.seglen > 0 { SegmentRecords::walk(s.payload, s.seglen as usize) } else { None },
+            tls: if s.seglen > 0 && self.queries.reads_tls() {
+                SegmentRecords::walk(s.payload, s.seglen as usize)
+            } else {
+                None
+            },
         });
     }
 
