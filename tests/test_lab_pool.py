@@ -45,9 +45,6 @@ KNOWN_GAPS: dict[str, str] = {
                                   "recovery for a timeout, and its go-back-N follows (draw0030, draw0078: kernel "
                                   "TCPTimeouts 0, TCPSlowStartRetrans 0, the counter check fails too); tailscope's "
                                   "fast_retransmit is what the kernel counted",
-    "policing rate within 15%": "a Reno sender at a long RTT under a small bucket never reaches the "
-                                "policer's rate between its losses; the fit reports what it reached "
-                                "(pool 1-96 of 2026-11-26: 36 of 43 within 15%, draw0005 and draw0093)",
 }
 TARGETS = [pytest.param(s, marks=pytest.mark.xfail(strict=False, reason=KNOWN_GAPS[s])) if s in KNOWN_GAPS else s
            for s in POOL_TARGETS]

@@ -421,3 +421,21 @@ def test_scenarios_are_serializable():
     for sc in SCENARIOS.values():
         json.dumps(sc.to_dict())
         assert sc.description and sc.workload["connections"]
+
+
+def test_policer_rate_used_measures_what_the_flow_carried():
+    """A flow sending 40 % of an 80 kbit/s policer's rate between its first and last drop: the
+    truth's `policer_rate_used` is that share (its rate is then not in its packets: pool.py
+    scores the fitted rate as a floor)."""
+    from tests.lab.truth import FlowTruth, POLICER_RATE_OBSERVABLE, _policer_use
+    key = ("198.18.1.2", 40000, "198.18.2.2", 8443)
+    rec = dict(dir="s2c", proto="tcp", src=key[2], sport=key[3], dst=key[0], dport=key[1], ip_len=1000)
+    recs = []
+    for i in range(11):                      # 1 s apart: 10 kB/s allowed, 4 kB/s carried
+        t = i * 1_000_000_000
+        recs.append(dict(rec, action="drop", reason="policer", ts_ns=t, rx_ts_ns=t))
+        recs += [dict(rec, action="forward", ts_ns=t + k, rx_ts_ns=t + k) for k in range(1, 5) if i < 10]
+    flows = {key: FlowTruth(key, 4)}
+    _policer_use(recs, flows, {"dir": "s2c", "rate_kbit": 80, "burst_bytes": 3000})
+    assert abs(flows[key].policer_rate_used - 0.4) < 1e-9
+    assert flows[key].policer_rate_used < POLICER_RATE_OBSERVABLE

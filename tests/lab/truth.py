@@ -145,6 +145,13 @@ SIGNATURES = ("syn_loss", "synack_loss", "tail_loss", "reordering", "policing", 
 # token bucket). A flow the policer struck fewer times is not scored for policing either way (a
 # randomized draw left one with 9 drops: no fit can tell that from random loss).
 POLICING_MIN_DROPS = 10
+# The policer's rate is in a flow's packets only when the flow pushed against it: between its
+# first and last drop it must have carried at least this share of the rate. A sender that bursts
+# under the rate (Reno at a long RTT under a small bucket) finds the bucket refilled between its
+# bursts whatever the rate; its drops then bound the rate only from below, by what it carried
+# (pool of 2026-11-26: draw0005 and draw0093 carried 33-44 % of it, every other policed flow
+# 77-100 %). Such a flow's fitted rate is reported, not scored (FlowTruth.policer_rate_used).
+POLICER_RATE_OBSERVABLE = 0.5
 
 
 def _seq_lt(a: int, b: int) -> bool:
@@ -242,6 +249,8 @@ class FlowTruth:
     reordered: dict = field(default_factory=lambda: {"c2s": 0, "s2c": 0})
     policer_drops: int = 0
     policed_unknown: bool = False
+    # bytes the policer passed between the flow's first and last drop over what its rate allowed
+    policer_rate_used: float | None = None
     queue_ms: list = field(default_factory=list)
     rtt_base_ms: float = 0.0
     tails: list = field(default_factory=list)
@@ -606,6 +615,30 @@ def _replay(flow: tuple, d: str, txs: list, acks: list, tlp_enabled: bool, react
 
 # ---- the scenario --------------------------------------------------------------------------
 
+def _policer_use(recs: list, flows: dict, police: dict | None) -> None:
+    """Each policed flow's `policer_rate_used` from the relay's log: the IP bytes it forwarded
+    between the flow's first and last policer drop (its arrival times at the relay) over the
+    configured rate times that span."""
+    if not police:
+        return
+    rate = police["rate_kbit"] * 1000 / 8
+    seen: dict = collections.defaultdict(list)    # flow -> [(rx_ts_ns, ip_len, dropped)]
+    for r in recs:
+        if r.get("dir") != police.get("dir", "s2c") or r.get("proto") != "tcp":
+            continue
+        dropped = r.get("action") == "drop" and r.get("reason") == "policer"
+        if r.get("action") == "forward" or dropped:
+            key = _flow_key(r["dir"], r["src"], r["sport"], r["dst"], r["dport"])
+            if key in flows:
+                seen[key].append((r.get("rx_ts_ns", r["ts_ns"]), r.get("ip_len", 0), dropped))
+    for key, pkts in seen.items():
+        drops = [t for t, _, d in pkts if d]
+        if len(drops) < 2 or drops[-1] <= drops[0]:
+            continue
+        carried = sum(n for t, n, d in pkts if not d and drops[0] <= t <= drops[-1])
+        flows[key].policer_rate_used = carried / (rate * (drops[-1] - drops[0]) / 1e9)
+
+
 def derive(res: ScenarioResult) -> ScenarioTruth:
     warnings = [f"run problem: {p}" for p in res.problems]
     frames = read_pcap(res.pcap)
@@ -637,6 +670,7 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
             f.synack_drops += 1
         if r["reason"] == "policer":
             f.policer_drops += 1
+    _policer_use(recs, flows, params.get("police"))
     for r in recs:
         if r.get("action") == "kernel_stats" and r.get("syn_drop"):
             for ip, port in r.get("dropped", []):
