@@ -41,10 +41,6 @@ KNOWN_GAPS: dict[str, str] = {
                  "RTO resend is a tail loss to the truth's message rule but not to tailscope, which tags a tail "
                  "inside an open episode only when its own timer fired (the truth's burst rule agrees with "
                  "tailscope: draw0014, draw0090); a CI run of seeds 1-40: 10/0/1 (draw0035)",
-    "retx timer (rto|tlp) [s2c]": "the truth's replay sometimes takes a resend Linux sent right after a SACK in "
-                                  "recovery for a timeout, and its go-back-N follows (draw0030, draw0078: kernel "
-                                  "TCPTimeouts 0, TCPSlowStartRetrans 0, the counter check fails too); tailscope's "
-                                  "fast_retransmit is what the kernel counted",
 }
 TARGETS = [pytest.param(s, marks=pytest.mark.xfail(strict=False, reason=KNOWN_GAPS[s])) if s in KNOWN_GAPS else s
            for s in POOL_TARGETS]

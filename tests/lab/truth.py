@@ -436,7 +436,12 @@ class _Sender:
         self.snd_nxt = 0
         self.snd_una = 0
         self.segs: dict = {}            # (off, end) -> [last xmit ns, delivered, ever retransmitted]
-        self.rack_xmit: int | None = None   # latest xmit time among delivered segments
+        # RACK's most recently sent delivered segment as (xmit time, end): Linux orders segments
+        # sent at the same time by sequence (tcp_rack_sent_after), and a capture stamps a TSO
+        # burst's segments with the same microsecond (pool draw0078: a SACK of the segment sent
+        # in the same microsecond after a hole was no evidence, and the hole's fast retransmit
+        # was taken for a timeout)
+        self.rack: tuple | None = None
         self.dupacks = 0
         self.last_ack_ns: int | None = None
         self.last_evidence_ns: int | None = None
@@ -458,8 +463,8 @@ class _Sender:
                 continue
             if end <= ack_off or any(l <= off and end <= r for l, r in blocks):
                 st[1] = True
-                if self.rack_xmit is None or st[0] > self.rack_xmit:
-                    self.rack_xmit = st[0]
+                if self.rack is None or (st[0], end) > self.rack:
+                    self.rack = (st[0], end)
                     advanced = True
                 if not st[2] and end <= ack_off:
                     newest_clean = st[0] if newest_clean is None else max(newest_clean, st[0])
@@ -486,10 +491,10 @@ class _Sender:
         """Had the sender been told these bytes were lost (RACK / dupACKs)?"""
         if self.dupacks >= 3 and off <= self.snd_una:
             return True
-        if self.rack_xmit is None:
+        if self.rack is None:
             return False
-        xs = [st[0] for (a, b), st in self.segs.items() if a < end and off < b and not st[1]]
-        return bool(xs) and self.rack_xmit > min(xs)
+        xs = [(st[0], b) for (a, b), st in self.segs.items() if a < end and off < b and not st[1]]
+        return bool(xs) and self.rack > min(xs)
 
     def _reo_ns(self) -> int:
         return (self.min_rtt_ns or 0) // 4 + REO_SLACK_NS
