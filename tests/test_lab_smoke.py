@@ -439,3 +439,21 @@ def test_policer_rate_used_measures_what_the_flow_carried():
     _policer_use(recs, flows, {"dir": "s2c", "rate_kbit": 80, "burst_bytes": 3000})
     assert abs(flows[key].policer_rate_used - 0.4) < 1e-9
     assert flows[key].policer_rate_used < POLICER_RATE_OBSERVABLE
+
+
+def test_truth_rack_orders_segments_sent_in_one_microsecond_by_sequence():
+    """Linux's RACK takes a segment sent at the same time as another but ending later as sent
+    after it (tcp_rack_sent_after); a capture stamps a burst's segments with one microsecond. A
+    SACK of the later one is loss evidence for the earlier, and its resend right after that ACK
+    is a fast retransmit, not a timeout (pool draw0078)."""
+    from tests.lab.truth import Tx, _Sender
+    flow = ("198.18.1.2", 40000, "198.18.2.2", 8443)
+    s = _Sender(tlp_enabled=True, react_ns=5_000_000)
+
+    def seg(t_ns, off):
+        return Tx("s2c", flow, t_ns, off, 1, "A", 1000, off=off)
+    for k in range(4):                                   # four segments in one microsecond
+        assert s.on_send(seg(1_000_000_000, k * 1000)) is None
+    s.on_ack(1_100_000_000, 0, [(1000, 4000)], pure=True)    # all but the first SACKed
+    cause, sub, why = s.on_send(seg(1_100_500_000, 0))
+    assert cause == "fast", why
