@@ -37,10 +37,6 @@ KNOWN_GAPS: dict[str, str] = {
     "bufferbloat": "the detector's RTT samples carry delayed ACKs; near the 1.3x / 20 ms line it disagrees with "
                    "the measured queue both ways (the ACK path waits too), and flows sharing a 32 Mbit/s queue "
                    "correlate weakly with their own bytes in flight (pool 1-96: P 0.94 R 0.80)",
-    "tail_loss": "a response tail repaired by loss state's go-back-N right after the ACK of an earlier hole's "
-                 "RTO resend is a tail loss to the truth's message rule but not to tailscope, which tags a tail "
-                 "inside an open episode only when its own timer fired (the truth's burst rule agrees with "
-                 "tailscope: draw0014, draw0090); a CI run of seeds 1-40: 10/0/1 (draw0035)",
 }
 TARGETS = [pytest.param(s, marks=pytest.mark.xfail(strict=False, reason=KNOWN_GAPS[s])) if s in KNOWN_GAPS else s
            for s in POOL_TARGETS]

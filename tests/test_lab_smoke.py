@@ -457,3 +457,21 @@ def test_truth_rack_orders_segments_sent_in_one_microsecond_by_sequence():
     s.on_ack(1_100_000_000, 0, [(1000, 4000)], pure=True)    # all but the first SACKed
     cause, sub, why = s.on_send(seg(1_100_500_000, 0))
     assert cause == "fast", why
+
+
+def test_truth_tail_revealed_by_a_later_delivered_send_is_not_timer_only():
+    """A lost tail whose first repair came after something sent later was delivered (an earlier
+    hole's timer resend, pool draw0035) is not a tail only a timer could find; one with nothing
+    delivered after it is."""
+    from tests.lab.truth import Tx, _revealed
+    flow = ("198.18.1.2", 40000, "198.18.2.2", 8443)
+
+    def tx(t_ms, off, arrive=None):
+        return Tx("s2c", flow, t_ms * 1_000_000, off, 1, "A", 1000, off=off,
+                  arrive_ns=None if arrive is None else arrive * 1_000_000)
+    tail = tx(10, 5000)
+    hole_resend = tx(300, 1000, arrive=350)           # the RTO's resend of an earlier hole
+    lost_probe = tx(250, 5000)                        # a probe of the tail, lost
+    repair = tx(400, 5000, arrive=450)
+    assert _revealed([tail], [tail, lost_probe, hole_resend, repair], repair)
+    assert not _revealed([tail], [tail, lost_probe, repair], repair)

@@ -95,9 +95,13 @@ Tail loss (per episode).  A message (response s2c / request c2s, bounds from
     was sent after them, so no dupACK/SACK can reveal the loss: a timer
     (TLP/RTO) has to (Flach et al. 2013; DESIGN §4 "recovered by TLP or RTO").
     Positive when the first retransmission of the range was `tlp`/`rto`
-    (`timer_recovered`); a dropped tail that RACK repaired because an earlier
-    hole's retransmission was ACKed after it was sent cost no timer and is a
-    negative. Delivery unknown (nftables) -> not scored. Scored for responses (s2c);
+    (`timer_recovered`) and nothing the sender sent after the run was delivered
+    before that repair (`_revealed`, the burst rule's condition too): a dropped
+    tail that RACK repaired because an earlier hole's retransmission was ACKed
+    after it was sent cost no timer, and one repaired by the go-back-N of a
+    timer that fired for an earlier hole (its resend lost, the timer's resend
+    delivered before the tail's repair: pool draw0035) waited for a timer the
+    episode needed anyway - both negatives. Delivery unknown (nftables) -> not scored. Scored for responses (s2c);
     request tails die before the capture point and their recovery is a
     segment that looks like a first transmission, so c2s episodes are listed
     as not observable.
@@ -229,13 +233,14 @@ class TailEpisode:
     segments: int             # dropped first transmissions
     lost_frames: list         # frames of the dropped originals (s2c: captured before the relay)
     recovery: list = field(default_factory=list)   # [(frame, cause)] retransmissions of the range, in order
+    revealed: bool = False    # something sent after the run was delivered before its first repair (_revealed)
     t_ns: int = 0
 
     @property
     def timer_recovered(self) -> bool:
         """A tail loss in DESIGN §4's sense: the first repair was a TLP or an RTO. (A dropped tail can
         also be repaired by RACK when an earlier hole's retransmission is ACKed after it was sent.)"""
-        return bool(self.recovery) and self.recovery[0][1] in ("tlp", "rto")
+        return bool(self.recovery) and self.recovery[0][1] in ("tlp", "rto") and not self.revealed
 
 
 @dataclass
@@ -805,8 +810,10 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
                 ep = TailEpisode(flow, d, mi, lost[0].seq, (lost[-1].seq + lost[-1].len) & MASK, len(lost),
                                  [t.frame for t in lost if t.frame], t_ns=lost[0].t_ns)
                 lo, hi = lost[0].off, b
-                ep.recovery = [(r.frame, r.cause) for r in retx if r.flow == flow and r.dir == d
-                               and r.off < hi and lo < r.off + r.len]
+                rep = sorted((r for r in retx if r.flow == flow and r.dir == d and r.off < hi and lo < r.off + r.len),
+                             key=lambda r: r.t_ns)
+                ep.recovery = [(r.frame, r.cause) for r in rep]
+                ep.revealed = bool(rep) and _revealed(lost, txs.get((flow, d), []), rep[0])
                 f.tails.append(ep)
             if d == "s2c":
                 f.tails += _burst_tails(flow, d, firsts, txs.get((flow, d), []), retx, f.tails)
@@ -821,6 +828,15 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
             warnings.append(f"counter check {k}: truth {v['truth']} vs kernel {v['kernel']} ({v['rule']})")
     return ScenarioTruth(res.name, flows, retx, reordered_frames, held_s2c, txs, frames, t0, counter_check,
                          warnings, clean=_is_clean(params))
+
+
+def _revealed(run: list, sent: list, repair) -> bool:
+    """Did the sender send something after the lost run that was delivered before the run's first
+    repair? Its ACK could reveal the loss (RACK), so the run was not a tail only a timer could
+    find: when its repair still came with a timer's cause, the timer was another segment's (an
+    earlier hole whose own resend was lost: the episode waited for that timer whether or not the
+    tail was lost)."""
+    return any(run[-1].t_ns < t.t_ns < repair.t_ns and t.delivered and t.len > 0 for t in sent)
 
 
 def _burst_tails(flow, d, firsts: list, sent: list, retx: list, known: list) -> list:
@@ -839,8 +855,7 @@ def _burst_tails(flow, d, firsts: list, sent: list, retx: list, known: list) -> 
                      key=lambda r: r.t_ns)
         if not rep or rep[0].cause not in ("tlp", "rto"):
             return
-        after = [t for t in sent if run[-1].t_ns < t.t_ns < rep[0].t_ns and t.delivered and t.len > 0]
-        if after:
+        if _revealed(run, sent, rep[0]):
             return
         ep = TailEpisode(flow, d, -1, run[0].seq, (run[-1].seq + run[-1].len) & MASK, len(run),
                          [t.frame for t in run if t.frame], t_ns=run[0].t_ns)
