@@ -475,3 +475,22 @@ def test_truth_tail_revealed_by_a_later_delivered_send_is_not_timer_only():
     repair = tx(400, 5000, arrive=450)
     assert _revealed([tail], [tail, lost_probe, hole_resend, repair], repair)
     assert not _revealed([tail], [tail, lost_probe, repair], repair)
+
+
+def test_truth_spurious_resend_is_reported_by_dsack_or_an_older_echo():
+    """A duplicate the client reported: a D-SACK block below its cumulative ACK, or (a TIME_WAIT
+    socket answering a duplicate FIN, without SACK) the covering ACK echoing the original's older
+    TSval. Unreported duplicates are scored by their trigger (truth.Retx.scored_class)."""
+    from tests.lab.truth import Retx, Tx, _reported
+    flow = ("198.18.1.2", 40000, "198.18.2.2", 8443)
+    r = Retx(flow, "s2c", 1000, seq=5000, off=4999, len=1000, frame=9, cause="fast", spurious=True,
+             hole_fill=False, why="")
+    resend = Tx("s2c", flow, 1000, 5000, 1, "A", 1000, tsval=700, frame=9)
+
+    def ack(t, a, sack=None, tsecr=700):
+        return Tx("c2s", flow, t, 1, a, "A", 0, sack=sack, cap_ts_ns=t, tsecr=tsecr)
+    assert _reported(r, resend, [ack(2000, 9000, [(5000, 6000)])])           # D-SACK below the ACK
+    assert _reported(r, resend, [ack(2000, 6000, tsecr=626)])                # older echo (Eifel)
+    assert not _reported(r, resend, [ack(2000, 9000, [(7000, 8000)]), ack(2100, 9000)])
+    r.reported = False
+    assert r.scored_class == "fast_retransmit"

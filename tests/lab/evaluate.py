@@ -323,6 +323,9 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Eval
     amb = Row("retx timer, only segment in flight [s2c]", "retx pkt", None,
               note="TLP and RTO fire at the same time (PTO = min(2 SRTT + 200 ms, RTO)); scored as timer-driven: "
                    "TP = tailscope says rto or tlp")
+    unreported = Row("spurious [s2c], not reported by the client", "retx pkt", None, kind="unobservable",
+                     note="unnecessary resends the receiver did not report (no D-SACK, no older TSval echoed): "
+                          "scored by their trigger; TP here = tailscope still said spurious")
     reord_pkt = Row("reordered (packet tag) [c2s]", "packet", None,
                     note="held client segment arriving after later data")
     clean = Row("no signature in clean runs", "flow", None, kind="clean")
@@ -350,8 +353,8 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Eval
                                   f"{ft.syn_drops_before_vantage} SYN(s) before the capture; tailscope "
                                   f"signatures {sorted(sigs)}")
                     continue
-                if s == "bufferbloat" and ft.bufferbloat_borderline:
-                    continue        # within measurement error of the definition (truth.py)
+                if s == "bufferbloat" and (ft.bufferbloat_borderline or ft.bloat is None):
+                    continue        # within measurement error of the definition, or too few samples (truth.py)
                 ev = _flow_evidence(s, ft, tf)
                 if s == "policing" and n == SHARED_POLICER:
                     row = shared
@@ -419,6 +422,8 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Eval
             if not pc:
                 confusion[tr.dir][(_truth_label(tr), "-")] += 1
             c = tr.scored_class
+            if tr.dir == "s2c" and tr.spurious and not tr.reported:
+                unreported.add(n, True, pc == "spurious", f"{_pkt_desc(p, t0)}; truth: spurious, scored as {c}")
             if tr.ambiguous and c in ("rto", "tlp"):
                 if tr.dir == "s2c":
                     amb.add(n, True, pc in ("rto", "tlp"), f"{_pkt_desc(p, t0)}; truth: {c} - {tr.why}")
@@ -453,7 +458,8 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Eval
                 # what happened anyway is not trouble invented: the lab's own path queues when a
                 # draw's traffic outruns the relay (truth.py measures it)
                 ft = t.flows.get(key)
-                real = (ft.labels() | ({"bufferbloat"} if ft.bufferbloat_borderline else set())) if ft else set()
+                unscored = ft and (ft.bufferbloat_borderline or ft.bloat is None)
+                real = (ft.labels() | ({"bufferbloat"} if unscored else set())) if ft else set()
                 bad = trouble_by_flow.get(key, []) + [f"flow signature {s}" for s in sigs if s not in real]
                 clean.pos_scenarios.add(n)
                 if bad:
@@ -464,7 +470,7 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Eval
                     clean.tp += 1
 
     out_rows = [rows["syn_loss"], unobs, rows["synack_loss"], tail]
-    out_rows += [cause_rows[("s2c", c)] for c in CAUSES] + [amb]
+    out_rows += [cause_rows[("s2c", c)] for c in CAUSES] + [amb, unreported]
     out_rows += [rows["reordering"], rows["policing"], rows["bufferbloat"], clean, shared]
     out_rows += [cause_rows[("c2s", c)] for c in CAUSES] + [reord_pkt]
     return Evaluation(out_rows, truths, outs, warnings, confusion, dict(results))
@@ -528,7 +534,7 @@ def format_table(ev: Evaluation, details: int = 6) -> str:
             vals = [r.signature, "flow", scen, f"{r.tp} ok", str(r.fp), "-", "-", "-", "0 FP", r.result]
         elif r.kind == "unobservable":
             vals = [r.signature, r.unit, scen, "-", "-", "-", "-", "-", "-",
-                    f"n/a: {r.tp + r.fn} flows, tailscope flagged {r.tp}"]
+                    f"n/a: {r.tp + r.fn} ({r.unit}), tailscope flagged {r.tp}"]
         else:
             vals = [r.signature, r.unit, scen, str(r.tp), str(r.fp), str(r.fn), _fmt(r.precision),
                     _fmt(r.recall), f">= {r.target}" if r.target else "-", r.result]
