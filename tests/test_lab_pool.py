@@ -33,11 +33,7 @@ from tests.lab.evaluate import TARGET  # noqa: E402
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-pool")]
 
 # What the pool showed and the detectors do not do yet (docs/accuracy.md has the table).
-KNOWN_GAPS: dict[str, str] = {
-    "bufferbloat": "the detector's RTT samples carry delayed ACKs; near the 1.3x / 20 ms line it disagrees with "
-                   "the measured queue both ways (the ACK path waits too), and flows sharing a 32 Mbit/s queue "
-                   "correlate weakly with their own bytes in flight (pool 1-96: P 0.94 R 0.80)",
-}
+KNOWN_GAPS: dict[str, str] = {}   # none since 2026-11-26 (docs/accuracy.md: what the pool changed)
 TARGETS = [pytest.param(s, marks=pytest.mark.xfail(strict=False, reason=KNOWN_GAPS[s])) if s in KNOWN_GAPS else s
            for s in POOL_TARGETS]
 
