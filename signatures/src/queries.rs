@@ -17,12 +17,33 @@ pub struct Charges {
     pub items: Vec<(&'static str, i64)>,
     /// Per item: the repair of a loss of the server's data (a policer's drop, if the flow was policed).
     server_loss: Vec<bool>,
+    /// Per item: the resend it was charged for (client's?, sequence number), so that a later proof
+    /// that the resend was spurious (a D-SACK, an older echoed TSval) relabels it.
+    resend: Vec<Option<(bool, u32)>>,
 }
 
 impl Charges {
     fn add(&mut self, sig: &'static str, delay: i64) {
         self.items.push((sig, delay));
         self.server_loss.push(false);
+        self.resend.push(None);
+    }
+    /// A retransmission's charge; `server_loss` when it repaired a loss of the server's data.
+    fn add_resend(&mut self, sig: &'static str, delay: i64, server_loss: bool, resend: (bool, u32)) {
+        self.items.push((sig, delay));
+        self.server_loss.push(server_loss);
+        self.resend.push(Some(resend));
+    }
+    /// The resend (client's?, sequence number) charged here was spurious: its charge says so
+    /// now, and it repaired no loss. Returns whether this exchange held it.
+    fn prove_spurious(&mut self, resend: (bool, u32)) -> bool {
+        let Some(i) = self.resend.iter().rposition(|r| *r == Some(resend)) else {
+            return false;
+        };
+        self.items[i].0 = "spurious_retransmission";
+        self.server_loss[i] = false;
+        self.resend[i] = None;
+        true
     }
     /// One charge per episode: repeats of a SYN or SYN-ACK each measure from the first copy, so
     /// the latest repeat's delay is the episode's whole cost.
@@ -36,14 +57,11 @@ impl Charges {
     pub fn add_charge(&mut self, sig: &'static str, delay: i64) {
         self.add(sig, delay);
     }
-    fn add_server_loss(&mut self, sig: &'static str, delay: i64) {
-        self.items.push((sig, delay));
-        self.server_loss.push(true);
-    }
     /// Another exchange's charges become this one's (a TLS handshake's, for the first request).
     fn absorb(&mut self, other: Charges) {
         self.items.extend(other.items);
         self.server_loss.extend(other.server_loss);
+        self.resend.extend(other.resend);
     }
 }
 
@@ -267,6 +285,17 @@ impl QueryTracker {
     }
     pub fn syn(&mut self, ts_ns: i64) {
         self.first_syn_ns.get_or_insert(ts_ns);
+    }
+
+    /// The resend (client's?, sequence number) was spurious (a D-SACK, an older echoed TSval):
+    /// relabel its charge in the exchange that holds it, open or finished but not yet taken.
+    pub fn prove_spurious(&mut self, c2s: bool, seq: u32) {
+        let held = self.current.iter_mut().chain(self.done.iter_mut().rev()).chain(self.ready.iter_mut().rev());
+        for q in held {
+            if q.charges.prove_spurious((c2s, seq)) {
+                return;
+            }
+        }
     }
 
     pub fn observe(&mut self, s: &Seen) {
@@ -604,11 +633,7 @@ fn charge(q: &mut Query, s: &Seen) {
             "retransmission"
         };
         let repair = !matches!(sig, "spurious_retransmission") && s.tags & tags::RETX_NETWORK_DUPLICATE == 0;
-        if !s.c2s && repair {
-            q.charges.add_server_loss(sig, delay);
-        } else {
-            q.charges.add(sig, delay);
-        }
+        q.charges.add_resend(sig, delay, !s.c2s && repair, (s.c2s, s.seq));
     }
     if s.tags & tags::REORDERED != 0 {
         q.charges.add("reordering", s.reorder_ns.unwrap_or(0));
@@ -776,6 +801,28 @@ mod tests {
         assert!(q.request_retransmitted && q.complete());
         assert_eq!((q.start_ns, q.end_ns()), (300 * MS, 350 * MS));
         assert_eq!(q.charges.items, vec![("rto", 200 * MS)]);
+    }
+
+    /// The server's tail resend (charged as tail loss when it left) is proved spurious by the
+    /// client's D-SACK after the exchange ended: its charge becomes spurious, and it repaired no
+    /// loss of the server's data. Without the relabel the queries table kept "tail_loss" while
+    /// the events and packets tables said spurious.
+    #[test]
+    fn a_resend_proved_spurious_later_is_relabelled_in_its_query() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&seen(true, 100, 1, 200, true, 1));
+        t.observe(&seen(false, 120, 1, 1000, true, 201));
+        let mut resend = seen(false, 400, 1, 1000, false, 201);
+        resend.tags |= tags::TAIL_LOSS;
+        t.observe(&resend);
+        t.observe(&seen(true, 450, 201, 0, false, 1001));
+        t.prove_spurious(false, 1);
+        t.observe(&seen(true, 600, 201, 100, true, 1001));
+        t.close();
+        let q = &t.done[0];
+        assert_eq!(q.charges.items, vec![("spurious_retransmission", 200 * MS)]);
+        assert_eq!(q.charges.server_loss, vec![false]);
     }
 
     /// Lab scenario request_resent: a request's first segment is lost before the capture, the

@@ -204,6 +204,12 @@ impl TcpState {
         // What the flow and query tables take from this packet.
         self.count(s.dir, ta);
         self.report_to_queries(&s, ta, &out, &judged);
+        // A resend proved spurious here was charged to its exchange as what triggered it.
+        for (dir, proved) in out.proved_spurious.iter().enumerate() {
+            if let Some((seq, _, _)) = *proved {
+                self.queries.prove_spurious(dir == 0, seq);
+            }
+        }
         out.tags = ta;
         out
     }
