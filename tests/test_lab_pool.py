@@ -25,8 +25,8 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from tests.lab import run_scenarios  # noqa: E402
-from tests.lab.draws import parse_seeds, pool  # noqa: E402
-from tests.lab.pool import CI_SEEDS, POOL_TARGETS, format_pool, score  # noqa: E402
+from tests.lab.draws import at_client, parse_seeds, pool  # noqa: E402
+from tests.lab.pool import CI_SEEDS, CLIENT_TARGETS, POOL_TARGETS, format_pool, score  # noqa: E402
 from tests.lab.report import failed_runs, require_lab, rerun_once, show_table, untrustworthy, why  # noqa: E402
 from tests.lab.evaluate import TARGET  # noqa: E402
 
@@ -38,24 +38,38 @@ TARGETS = [pytest.param(s, marks=pytest.mark.xfail(strict=False, reason=KNOWN_GA
            for s in POOL_TARGETS]
 
 
-@pytest.fixture(scope="module")
-def pooled(tmp_path_factory):
+# Draws captured at the client's eth0 (draws.at_client): one of each family that vantage scores
+# (SYN loss, reordering of the server's data) and a clean and a loss draw, ~30 s on 2 cores.
+CLIENT_SEEDS = "1,4,7,8,12,15,20,23"
+
+
+def _run_pool(tmp_path_factory, name: str, draws: list, targets=None):
     require_lab()
-    out = tmp_path_factory.mktemp("lab-pool")
-    draws = pool(parse_seeds(CI_SEEDS))
+    out = tmp_path_factory.mktemp(name)
     results = run_scenarios(draws, out, max_parallel=3, return_exceptions=True)
     by_name = {d.name: d for d in draws}
-    pe = score(results, out / "eval", by_name)
+    pe = score(results, out / "eval", by_name, targets=targets)
     # as test_lab_signatures: a draw whose ground truth went wrong is repeated once
     bad = untrustworthy(pe.ev, accept=_explained)
     if bad:
         results = rerun_once(draws, results, bad, out)
         kept = {n: o for n, o in pe.ev.outputs.items() if n not in bad}
-        pe = score(results, out / "retry-eval", by_name, kept)
+        pe = score(results, out / "retry-eval", by_name, kept, targets=targets)
     pe.table = pe.ev.table = format_pool(pe, details=10)
     pe.table_path = pe.ev.table_path = out / "pool-table.txt"
     pe.table_path.write_text(pe.table + "\n")
     return pe
+
+
+@pytest.fixture(scope="module")
+def pooled(tmp_path_factory):
+    return _run_pool(tmp_path_factory, "lab-pool", pool(parse_seeds(CI_SEEDS)))
+
+
+@pytest.fixture(scope="module")
+def pooled_at_client(tmp_path_factory):
+    return _run_pool(tmp_path_factory, "lab-pool-client", [at_client(d) for d in pool(parse_seeds(CLIENT_SEEDS))],
+                     targets=CLIENT_TARGETS)
 
 
 def test_print_table(pooled, request, capsys):
@@ -117,4 +131,34 @@ def test_clean_draws_have_no_trouble(pooled):
 
 def test_tables_agree_on_every_draw(pooled):
     broken = {n: o.invariant_violations for n, o in pooled.ev.outputs.items() if o.invariant_violations}
+    assert not broken, broken
+
+
+# ---- captured at the client -------------------------------------------------------------------
+
+def test_print_table_at_client(pooled_at_client, request, capsys):
+    show_table(pooled_at_client.ev, request, capsys, "pool_table_at_client")
+
+
+def test_every_draw_at_the_client_ran_and_its_truth_holds(pooled_at_client):
+    assert not failed_runs(pooled_at_client.ev.results)
+    bad = {n: {k: v for k, v in t.counter_check.items() if not v["ok"] and not _explained(t, k, v)}
+           for n, t in pooled_at_client.ev.truths.items()}
+    assert not {n: v for n, v in bad.items() if v}, bad
+
+
+@pytest.mark.parametrize("signature", CLIENT_TARGETS)
+def test_pooled_target_at_client(pooled_at_client, signature):
+    row = pooled_at_client.row(signature)
+    assert row.tp + row.fn > 0, f"no occurrences of {signature} in the pool"
+    assert (row.precision or 0) >= TARGET and (row.recall or 0) >= TARGET, why(pooled_at_client.ev, row)
+
+
+def test_clean_draws_at_the_client_have_no_trouble(pooled_at_client):
+    row = pooled_at_client.row("no signature in clean runs")
+    assert row.tp + row.fp > 0 and row.fp == 0, why(pooled_at_client.ev, row)
+
+
+def test_tables_agree_at_the_client(pooled_at_client):
+    broken = {n: o.invariant_violations for n, o in pooled_at_client.ev.outputs.items() if o.invariant_violations}
     assert not broken, broken

@@ -460,9 +460,9 @@ def test_truth_rack_orders_segments_sent_in_one_microsecond_by_sequence():
 
 
 def test_truth_tail_revealed_by_a_later_delivered_send_is_not_timer_only():
-    """A lost tail whose first repair came after something sent later was delivered (an earlier
-    hole's timer resend, pool draw0035) is not a tail only a timer could find; one with nothing
-    delivered after it is."""
+    """A lost tail whose first repair came after the sender learned that something it sent later
+    was delivered (an earlier hole's timer resend, pool draw0035) is not a tail only a timer could
+    find; one with nothing delivered after it, or whose ACK was lost, is."""
     from tests.lab.truth import Tx, _revealed
     flow = ("198.18.1.2", 40000, "198.18.2.2", 8443)
 
@@ -473,8 +473,12 @@ def test_truth_tail_revealed_by_a_later_delivered_send_is_not_timer_only():
     hole_resend = tx(300, 1000, arrive=350)           # the RTO's resend of an earlier hole
     lost_probe = tx(250, 5000)                        # a probe of the tail, lost
     repair = tx(400, 5000, arrive=450)
-    assert _revealed([tail], [tail, lost_probe, hole_resend, repair], repair)
-    assert not _revealed([tail], [tail, lost_probe, repair], repair)
+    ack = Tx("c2s", flow, 360 * 1_000_000, 1, 2000, "A", 0, arrive_ns=370 * 1_000_000)    # of the hole's resend
+    sent = [tail, lost_probe, hole_resend, repair]
+    assert _revealed([tail], sent, repair, [ack])
+    assert not _revealed([tail], [tail, lost_probe, repair], repair, [ack])
+    # delivered, but its ACK was lost: the sender learned nothing (pool draw0003)
+    assert not _revealed([tail], sent, repair, [])
 
 
 def test_truth_spurious_resend_is_reported_by_dsack_or_an_older_echo():

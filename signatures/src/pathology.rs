@@ -18,6 +18,11 @@ const MAX_PAIRS: usize = 8_192;
 const BLOAT_RATIO: f64 = 1.3;
 const BLOAT_EXCESS_NS: i64 = 20_000_000;
 const BLOAT_MIN_SAMPLES: usize = 10;
+/// With fewer samples than that, percentiles say little; a short flow that met another flow's
+/// queue shows it as a median RTT well above its minimum: ≥ 1.5 × and ≥ 20 ms more (the lab's
+/// bufferbloat_p99: interactive connections of four 2 kB responses behind a bulk transfer's
+/// 600 kB queue have 4-8 samples each).
+const BLOAT_FEW_RATIO: f64 = 1.5;
 
 /// Policing: enough losses, losses where the token bucket would be empty, passes where it would
 /// not, and no queue building up before losses (a policer drops, a queue delays).
@@ -157,7 +162,7 @@ impl Pathology {
         }
         let mut v = Verdicts::default();
         let spread = self.rtt_spread();
-        self.bufferbloat(&mut v);
+        self.bufferbloat(&mut v, min_rtt, rtt_p);
         self.policing(&mut v, spread.as_ref().is_some_and(RttSpread::inflated), min_rtt, rtt_p);
         v
     }
@@ -172,8 +177,14 @@ impl Pathology {
         Some(RttSpread { p10: percentile(&rtts, 10.0), p90: percentile(&rtts, 90.0) })
     }
 
-    fn bufferbloat(&self, v: &mut Verdicts) {
+    fn bufferbloat(&self, v: &mut Verdicts, min_rtt: Option<i64>, rtt_p: &dyn Fn(f64) -> Option<i64>) {
         if self.pairs.len() < BLOAT_MIN_SAMPLES {
+            v.bufferbloat = match (min_rtt, rtt_p(50.0)) {
+                (Some(m), Some(p50)) if m > 0 && !self.pairs.is_empty() => {
+                    p50 as f64 >= BLOAT_FEW_RATIO * m as f64 && p50 - m >= BLOAT_EXCESS_NS
+                }
+                _ => false,
+            };
             return;
         }
         let mut held: Vec<i64> = self.pairs.windows(2).map(|w| w[0].0.min(w[1].0)).collect();
@@ -582,6 +593,19 @@ mod tests {
         let v = p.finish(0, Some(40 * ms), &|_| Some(42 * ms));
         assert!(v.bufferbloat, "{v:?}");
         assert!(v.rtt_inflight_corr.is_some_and(|c| c.abs() < 0.3), "{v:?}");
+    }
+
+    /// Too few samples for percentiles: the median against the minimum (bufferbloat_p99's
+    /// interactive connections behind a bulk transfer's queue).
+    #[test]
+    fn a_short_flow_behind_a_queue_is_bufferbloat() {
+        let ms = 1_000_000i64;
+        let mut p = Pathology::default();
+        for r in [85, 90, 95, 92, 41] {
+            p.rtt(r * ms, 1448);
+        }
+        assert!(p.finish(0, Some(40 * ms), &|_| Some(90 * ms)).bufferbloat);
+        assert!(!p.finish(0, Some(40 * ms), &|_| Some(45 * ms)).bufferbloat);
     }
 
     /// Linux holds the ACK of a lone segment up to 40 ms: when a window of two segments loses

@@ -195,6 +195,13 @@ def pool(seeds) -> list[Scenario]:
     return [draw(s, cc) for s in seeds]
 
 
+def at_client(sc: Scenario) -> Scenario:
+    """The same draw captured at the client's eth0 instead of the server's (Scenario.vantage),
+    named `<name>_client`: the impairments and their seeds are the draw's."""
+    return sc.replace(name=f"{sc.name}_client", vantage="client",
+                      description=f"{sc.description}; captured at the client")
+
+
 def parse_seeds(text: str) -> list[int]:
     """'1-24', '3,7,9', '1-8,40' -> seeds."""
     out: list[int] = []

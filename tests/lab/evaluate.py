@@ -349,9 +349,10 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Eval
             for s, row in rows.items():
                 if s in hidden:
                     if s == "syn_loss":
-                        unobs.add(n, True, s in sigs, f"client port {key[1]}: relay dropped "
-                                  f"{ft.syn_drops_before_vantage} SYN(s) before the capture; tailscope "
-                                  f"signatures {sorted(sigs)}")
+                        why = (f"relay dropped {ft.syn_drops_before_vantage} SYN(s) before the capture"
+                               if ft.vantage == "server" else
+                               f"the client repeated its SYN for {ft.synack_drops} SYN-ACK(s) lost before the capture")
+                        unobs.add(n, True, s in sigs, f"client port {key[1]}: {why}; tailscope signatures {sorted(sigs)}")
                     continue
                 if s == "bufferbloat" and (ft.bufferbloat_borderline or ft.bloat is None):
                     continue        # within measurement error of the definition, or too few samples (truth.py)
@@ -436,7 +437,7 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Eval
             p = pk_by_frame.get(fr)
             reord_pkt.add(n, True, "reordered" in _tags(p or {}), f"port {key[1]} {_pkt_desc(p, t0)}")
         for p in o.packets:
-            if p["direction"] == "c2s" and "reordered" in _tags(p) and p["frame"] not in t.reordered_frames:
+            if p["direction"] == t.arriving and "reordered" in _tags(p) and p["frame"] not in t.reordered_frames:
                 tr = truth_by_frame.get(p["frame"])
                 reord_pkt.add(n, False, True, f"{_pkt_desc(p, t0)}; truth: "
                               + (f"retransmission ({tr.cause}{', hole fill' if tr.hole_fill else ''})"
@@ -472,6 +473,11 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Eval
     out_rows = [rows["syn_loss"], unobs, rows["synack_loss"], tail]
     out_rows += [cause_rows[("s2c", c)] for c in CAUSES] + [amb, unreported]
     out_rows += [rows["reordering"], rows["policing"], rows["bufferbloat"], clean, shared]
+    arriving = sorted({t.arriving for t in truths.values()}) if truths else ["c2s"]
+    reord_pkt.signature = f"reordered (packet tag) [{'/'.join(arriving)}]"
+    if arriving == ["s2c"]:          # every capture at the client
+        unobs.signature = "syn_loss (SYN repeated for a SYN-ACK lost before the capture)"
+        unobs.note = "at the client a SYN repeated because the SYN-ACK was lost looks like a SYN loss"
     out_rows += [cause_rows[("c2s", c)] for c in CAUSES] + [reord_pkt]
     return Evaluation(out_rows, truths, outs, warnings, confusion, dict(results))
 

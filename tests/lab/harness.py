@@ -39,7 +39,7 @@ class ScenarioResult:
     name: str
     params: dict                 # Scenario.to_dict() as run (after overrides)
     out_dir: Path
-    pcap: Path                   # tcpdump at the server's eth0
+    pcap: Path                   # tcpdump at the server's eth0 (or the client's: Scenario.vantage)
     emulator_log: Path           # JSONL ground truth (relay + kernel records)
     client_log: Path             # JSONL written by the client app
     meta: Path                   # JSON: params + everything below
@@ -267,7 +267,8 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
             # Drop counters are cumulative since the interfaces were created (a link coming up
             # before its peer may count an early IPv6 packet): only the traffic window counts.
             link_before = topo.link_stats()
-            cap = Capture(topo.server, "eth0", res.pcap, snaplen=sc.snaplen, precision=sc.ts_precision)
+            cap = Capture(topo.client if sc.vantage == "client" else topo.server, "eth0", res.pcap,
+                          snaplen=sc.snaplen, precision=sc.ts_precision)
             cap.start()
             t_traffic = time.monotonic()
             try:
@@ -362,7 +363,7 @@ def _meta(res: ScenarioResult) -> dict:
         "scenario": res.params,
         "files": {"pcap": res.pcap.name, "emulator_log": res.emulator_log.name, "client_log": res.client_log.name,
                   **{k: p.name for k, p in res.files.items() if p.exists()}},
-        "vantage": "server eth0 (tcpdump)",
+        "vantage": f"{res.params.get('vantage', 'server')} eth0 (tcpdump)",
         "backends": res.backends,
         "duration_s": res.duration_s, "traffic_s": res.traffic_s, "client_rc": res.client_rc,
         "capture_stats": res.capture_stats, "link_stats": res.link_stats,

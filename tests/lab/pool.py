@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .draws import FAMILIES, parse_seeds, pool
+from .draws import FAMILIES, at_client, parse_seeds, pool
 from .evaluate import TARGET, Evaluation, Row, evaluate, format_table
 from .harness import ScenarioResult, load_finished, run_scenarios
 from .truth import POLICER_RATE_OBSERVABLE
@@ -43,6 +43,10 @@ FLOOR_ROW = "policing rate, flow under 85% of it"
 POOL_TARGETS = ["synack_loss", "syn_loss", "tail_loss", "retx timer (rto|tlp) [s2c]",
                 "retx_cause=fast_retransmit [s2c]", "retx_cause=spurious [s2c]", "reordering", "policing", "bufferbloat",
                 "policing rate within 15%", FLOOR_ROW, "policing burst within 50%"]
+# At a client-side capture (draws.at_client): what that vantage sees whole - the client's SYNs and
+# the server's data arriving out of order. The server-direction detectors and a SYN-ACK lost before
+# the capture are reported, not scored (truth.FlowTruth.unobservable).
+CLIENT_TARGETS = ["syn_loss", "reordering"]
 TIMER = ("rto", "tlp")
 
 
@@ -51,6 +55,7 @@ class PoolEvaluation:
     ev: Evaluation
     draws: dict                                   # name -> Scenario
     worst: list = field(default_factory=list)     # (fp + fn, name, description, [lines])
+    targets: list = field(default_factory=lambda: list(POOL_TARGETS))
     table: str = ""
     table_path: Path | None = None
 
@@ -119,20 +124,23 @@ def _policing_fit_rows(ev: Evaluation, draws: dict) -> list:
 _WHO = re.compile(r"^(FP|FN) (draw\d+_\w+):")
 
 
-def score(results: dict, work_dir: Path, draws: dict, outputs: dict | None = None) -> PoolEvaluation:
-    """Pooled rows over finished draws; tailscope runs on each unless `outputs` has it."""
+def score(results: dict, work_dir: Path, draws: dict, outputs: dict | None = None,
+          targets: list | None = None) -> PoolEvaluation:
+    """Pooled rows over finished draws; tailscope runs on each unless `outputs` has it. `targets`:
+    the rows held to the target (POOL_TARGETS; CLIENT_TARGETS for draws captured at the client)."""
+    targets = list(targets or POOL_TARGETS)
     ev = evaluate(results, work_dir, outputs)
     ev.rows += [_timer_row(ev), *_policing_fit_rows(ev, draws)]
     # the pool's targets, not evaluate.py's (which are set for the named scenarios)
     for r in ev.rows:
-        if r.signature in POOL_TARGETS:
+        if r.signature in targets:
             r.target = TARGET
         elif r.kind == "pr":
             r.target = None
-    pe = PoolEvaluation(ev, draws)
+    pe = PoolEvaluation(ev, draws, targets=targets)
     per_draw: dict = collections.defaultdict(list)
     for r in ev.rows:
-        if r.signature not in POOL_TARGETS and r.kind != "clean":
+        if r.signature not in targets and r.kind != "clean":
             continue
         for d in r.details:
             m = _WHO.match(d)
@@ -147,9 +155,11 @@ def score(results: dict, work_dir: Path, draws: dict, outputs: dict | None = Non
 
 
 def format_pool(pe: PoolEvaluation, details: int = 6, worst: int = 8) -> str:
-    fams = collections.Counter(n.split("_", 1)[1] for n in pe.draws)
-    head = [f"pool: {len(pe.draws)} draws (" + ", ".join(f"{f} {fams[f]}" for f in FAMILIES if fams[f]) + ")"]
-    targets = [r for r in pe.rows if r.signature in POOL_TARGETS or r.kind == "clean"]
+    fams = collections.Counter(n.removesuffix("_client").split("_", 1)[1] for n in pe.draws)
+    at_client = sum(1 for sc in pe.draws.values() if getattr(sc, "vantage", "server") == "client")
+    head = [f"pool: {len(pe.draws)} draws (" + ", ".join(f"{f} {fams[f]}" for f in FAMILIES if fams[f]) + ")"
+            + (f", {at_client} captured at the client" if at_client else "")]
+    targets = [r for r in pe.rows if r.signature in pe.targets or r.kind == "clean"]
     head.append("targeted: " + ", ".join(f"{r.signature} {r.result}" for r in targets))
     body = format_table(pe.ev, details)
     tail = ["", f"worst draws (FP + FN over the targeted rows; first {worst}):"]
@@ -161,7 +171,7 @@ def format_pool(pe: PoolEvaluation, details: int = 6, worst: int = 8) -> str:
 
 def passed(pe: PoolEvaluation) -> bool:
     return all(r.result == "PASS" or r.result.startswith("n/a") for r in pe.rows
-               if r.signature in POOL_TARGETS or r.kind == "clean")
+               if r.signature in pe.targets or r.kind == "clean")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,14 +183,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parallel", type=int, default=3)
     ap.add_argument("--details", type=int, default=8)
     ap.add_argument("--json", help="also write the rows as JSON here")
+    ap.add_argument("--at-client", action="store_true",
+                    help="capture each draw at the client's eth0 (named <draw>_client; scored on CLIENT_TARGETS)")
     a = ap.parse_args(argv)
     scs = pool(parse_seeds(a.seeds))
+    if a.at_client:
+        scs = [at_client(sc) for sc in scs]
     out = Path(a.out)
     if a.reuse:
         results = load_finished(out, scs)
     else:
         results = run_scenarios(scs, out, max_parallel=a.parallel, return_exceptions=True)
-    pe = score(results, out / "eval", {s.name: s for s in scs})
+    pe = score(results, out / "eval", {s.name: s for s in scs}, targets=CLIENT_TARGETS if a.at_client else None)
     text = format_pool(pe, a.details)
     print(text)
     (out / "pool-table.txt").write_text(text + "\n")

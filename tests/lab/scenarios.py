@@ -76,6 +76,7 @@ class Scenario:
     linger_s: float = 0.4             # after the client exits, so FIN/ACKs are captured
     deadline_s: float = 20.0          # client gives up after this
     app: str = "tcp"                  # tcp: apps.py (workload: connections) | quic: quic_apps.py (sessions)
+    vantage: str = "server"           # where tcpdump captures: the server's eth0 | the client's eth0
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

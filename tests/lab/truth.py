@@ -95,13 +95,12 @@ Tail loss (per episode).  A message (response s2c / request c2s, bounds from
     was sent after them, so no dupACK/SACK can reveal the loss: a timer
     (TLP/RTO) has to (Flach et al. 2013; DESIGN §4 "recovered by TLP or RTO").
     Positive when the first retransmission of the range was `tlp`/`rto`
-    (`timer_recovered`) and nothing the sender sent after the run was delivered
-    before that repair (`_revealed`, the burst rule's condition too): a dropped
-    tail that RACK repaired because an earlier hole's retransmission was ACKed
-    after it was sent cost no timer, and one repaired by the go-back-N of a
-    timer that fired for an earlier hole (its resend lost, the timer's resend
-    delivered before the tail's repair: pool draw0035) waited for a timer the
-    episode needed anyway - both negatives. Delivery unknown (nftables) -> not scored. Scored for responses (s2c);
+    (`timer_recovered`), unless that repair was the go-back-N after a timeout
+    and the sender had learned that something it sent after the run was
+    delivered (`_revealed`, the burst rule's condition too): then the timer was
+    an earlier hole's (its resend lost, pool draw0035) and the episode waited
+    for it anyway. A dropped tail that RACK repaired because an earlier hole's
+    retransmission was ACKed after it was sent cost no timer: negative too. Delivery unknown (nftables) -> not scored. Scored for responses (s2c);
     request tails die before the capture point and their recovery is a
     segment that looks like a first transmission, so c2s episodes are listed
     as not observable.
@@ -284,6 +283,7 @@ class FlowTruth:
     rtt_base_ms: float = 0.0
     tails: list = field(default_factory=list)
     tails_unknown: bool = False     # delivery not logged per packet (nftables impairments)
+    vantage: str = "server"         # where the capture was (Scenario.vantage)
 
     @property
     def bloat(self) -> tuple[float, float] | None:
@@ -332,7 +332,9 @@ class FlowTruth:
         return out
 
     def unobservable(self) -> set:
-        """Signatures that happened but a server-side capture cannot see."""
+        """Signatures that happened but the capture cannot see. At the client: a SYN-ACK lost
+        before it, and the server-direction flow detectors (their evidence is the server's
+        transmissions and the RTT as the server sees it): reported, not scored."""
         out = set()
         if self.syn_drops_before_vantage and not self.syn_drops_at_server:
             out.add("syn_loss")
@@ -340,6 +342,12 @@ class FlowTruth:
             out.add("policing")
         if self.tails_unknown:
             out.add("tail_loss")
+        if self.vantage == "client":
+            out |= {"tail_loss", "policing", "bufferbloat"}
+            if self.synack_drops:
+                # the client repeats its SYN when the SYN-ACK is lost: at the client that is
+                # a SYN loss to look at
+                out |= {"synack_loss"} | ({"syn_loss"} if not self.syn_drops_at_server else set())
         return out
 
 
@@ -348,14 +356,15 @@ class ScenarioTruth:
     name: str
     flows: dict                    # key -> FlowTruth
     retx: list                     # [Retx]
-    reordered_frames: dict         # c2s frame -> flow key (held and overtaken: arrives out of order)
-    held_s2c: list                 # relay records of s2c segments overtaken downstream of the capture
+    reordered_frames: dict         # arriving frame -> flow key (held and overtaken: arrives out of order)
+    held_s2c: list                 # relay records of leaving segments overtaken downstream of the capture
     txs: dict                      # (flow, dir) -> [Tx]
     frames: list                   # pcapread frames
     t0_ns: int                     # first captured frame
     counter_check: dict
     warnings: list
     clean: bool                    # scenario meant to have no signature at all
+    arriving: str = "c2s"          # the direction captured after the relay (its held segments reorder there)
 
     def retx_by_frame(self) -> dict:
         return {r.frame: r for r in self.retx if r.frame is not None}
@@ -381,14 +390,19 @@ def _flow_key(d: str, src, sport, dst, dport) -> tuple:
 # ---- joining the pcap with the relay log ---------------------------------------------------
 
 def _join(res: ScenarioResult, frames: list, recs: list, warnings: list) -> dict:
-    """All TCP packets of client<->server flows as Tx, by (flow, dir), sorted by send time."""
+    """All TCP packets of client<->server flows as Tx, by (flow, dir), sorted by send time. The
+    direction leaving the capture's host is captured before the relay (its drops too: sent at
+    capture time, arriving when the relay forwarded it); the other is captured after the relay
+    (sent when the relay read it, arriving at capture time; its drops never reach the capture
+    and come from the relay log)."""
     servers = {(a, res.params["port"]) for a in ("198.18.2.2", "fd00:7473:2::2")}
+    out_dir = leaving(res.params)
     pk = {}
     by_key: dict = collections.defaultdict(collections.deque)
     for r in sorted((r for r in recs if r.get("action") in ("forward", "drop") and r.get("proto") == "tcp"
                      and r.get("dir") in ("c2s", "s2c")),
-                    key=lambda r: r["rx_ts_ns"] if r["dir"] == "s2c" or r["action"] == "drop" else r["ts_ns"]):
-        if r["dir"] == "c2s" and r["action"] == "drop":
+                    key=lambda r: r["rx_ts_ns"] if r["dir"] == out_dir or r["action"] == "drop" else r["ts_ns"]):
+        if r["dir"] != out_dir and r["action"] == "drop":
             continue     # never reaches the capture point; added below
         key = (r["dir"], r["src"], r["sport"], r["dst"], r["dport"], r["seq"], r["ack"], r["len"], r["flags"],
                r.get("ip_id"))
@@ -411,7 +425,7 @@ def _join(res: ScenarioResult, frames: list, recs: list, warnings: list) -> dict
             warnings.append(f"frame {i + 1}: no relay record ({d} seq {p.seq} len {p.payload_len} {p.flag_str})")
         tx = Tx(d, _flow_key(d, p.src, p.sport, p.dst, p.dport), f.ts_ns, p.seq, p.ack, p.flag_str, p.payload_len,
                 p.tsval, p.ip_id, p.sack, i + 1, f.ts_ns, rec, tsecr=p.tsecr)
-        if d == "s2c":
+        if d == out_dir:
             # sent at capture time; arrives when the relay forwarded it (tbf adds an unknown queue delay)
             tx.arrive_ns = rec["ts_ns"] if rec and rec["action"] == "forward" else None
         else:
@@ -420,16 +434,24 @@ def _join(res: ScenarioResult, frames: list, recs: list, warnings: list) -> dict
         out[(tx.flow, d)].append(tx)
         pk[(d, i + 1)] = tx
     for r in recs:
-        if r.get("action") == "drop" and r.get("dir") == "c2s" and r.get("proto") == "tcp":
-            tx = Tx("c2s", _flow_key("c2s", r["src"], r["sport"], r["dst"], r["dport"]), r["rx_ts_ns"], r["seq"],
+        if r.get("action") == "drop" and r.get("dir") in ("c2s", "s2c") and r["dir"] != out_dir \
+                and r.get("proto") == "tcp":
+            d = r["dir"]
+            tx = Tx(d, _flow_key(d, r["src"], r["sport"], r["dst"], r["dport"]), r["rx_ts_ns"], r["seq"],
                     r["ack"], r["flags"], r["len"], r.get("tsval"), r.get("ip_id"), None, None, None, r, None)
-            out[(tx.flow, "c2s")].append(tx)
+            out[(tx.flow, d)].append(tx)
     left = sum(len(q) for q in by_key.values())
     if left:
         warnings.append(f"{left} relay records matched no captured frame")
     for lst in out.values():
         lst.sort(key=lambda t: t.t_ns)
     return out
+
+
+def leaving(params: dict) -> str:
+    """The direction that leaves the capture's host (captured before the relay): the server's data
+    at a server-side capture, the client's at a client-side one (Scenario.vantage)."""
+    return "c2s" if params.get("vantage") == "client" else "s2c"
 
 
 def _set_offsets(txs: dict) -> None:
@@ -629,7 +651,8 @@ def _covered(ranges: list, off: int, end: int) -> bool:
 
 
 def _replay(flow: tuple, d: str, txs: list, acks: list, tlp_enabled: bool, react_ns: int,
-            peer_isn: int | None, delivery_known: bool = True, no_timeouts: bool = False) -> tuple[list, _Sender]:
+            peer_isn: int | None, delivery_known: bool = True, no_timeouts: bool = False,
+            arriving: bool = False) -> tuple[list, _Sender]:
     s = _Sender(tlp_enabled, react_ns, no_timeouts)
     ev = [(t.t_ns, 1, t) for t in txs if t.off is not None and t.off >= 0]
     ev += [(a.arrive_ns, 0, a) for a in acks if a.delivered and "A" in a.flags]
@@ -657,14 +680,14 @@ def _replay(flow: tuple, d: str, txs: list, acks: list, tlp_enabled: bool, react
                             False, why, sub))
         if p.delivered and end > off:
             s.delivered.append((off, end))
-    if d == "s2c":
-        sent_as = {r.frame: t for t in txs for r in out if t.frame is not None and t.frame == r.frame}
-        for r in out:
-            if r.spurious:
-                r.reported = _reported(r, sent_as.get(r.frame), acks)
-    if d == "c2s":
-        # At the server a client retransmission is only recognisable if the capture saw an earlier copy
-        # of its bytes (an ordinary retransmission) or saw later data first (a hole being filled).
+    sent_as = {t.frame: t for t in txs if t.frame is not None}
+    for r in out:
+        if r.spurious:
+            r.reported = _reported(r, sent_as.get(r.frame), acks)
+    if arriving:
+        # A resend arriving at the capture's host (the client's at a server-side capture) is only
+        # recognisable if the capture saw an earlier copy of its bytes (an ordinary
+        # retransmission) or saw later data first (a hole being filled).
         cap = [t for t in txs if t.frame is not None and t.off is not None and t.off >= 0 and t.end > t.off]
         by_frame = {t.frame: t for t in cap}
         for r in out:
@@ -774,7 +797,8 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
     for (flow, d), lst in txs.items():
         if flow not in flows and any("S" in t.flags and "A" not in t.flags for t in lst):
             fam = 6 if ":" in flow[0] else 4
-            flows[flow] = FlowTruth(flow, fam, rtt_base_ms=2 * float(params.get("delay_ms", 0)))
+            flows[flow] = FlowTruth(flow, fam, rtt_base_ms=2 * float(params.get("delay_ms", 0)),
+                                    vantage=params.get("vantage", "server"))
     txs = {k: v for k, v in txs.items() if k[0] in flows}
 
     # drops, SYN / SYN-ACK loss, policing
@@ -787,7 +811,11 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
             continue
         f.drops[(r["dir"], r["reason"])] += 1
         if r["flags"] == "S" or (r["dir"] == "c2s" and "S" in r["flags"] and "A" not in r["flags"]):
-            f.syn_drops_before_vantage += 1
+            # the relay is after a client-side capture: that one saw the SYN and its repeat
+            if params.get("vantage") == "client":
+                f.syn_drops_at_server += 1
+            else:
+                f.syn_drops_before_vantage += 1
         if r["dir"] == "s2c" and "S" in r["flags"] and "A" in r["flags"]:
             f.synack_drops += 1
         if r["reason"] == "policer":
@@ -820,7 +848,7 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
             if key not in flows:
                 continue
             flows[key].reordered[r["dir"]] += 1
-            if r["dir"] == "c2s":
+            if r["dir"] != leaving(params):      # held before the capture: it arrives out of order there
                 fr = frame_of_rec.get(id(r))
                 if fr:
                     reordered_frames[fr] = key
@@ -846,7 +874,7 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
         i = min(range(max(0, k - 1), min(len(samples), k + 1)), key=lambda j: abs(stimes[j] - ts))
         return samples[i][1] * 8 / rate_bps * 1000
 
-    if measured:
+    if measured and leaving(params) == "s2c":      # the samples a server-side capture takes
         for flow in flows:
             flows[flow].queue_ms = _sampled_queue_ms(txs.get((flow, "s2c"), []), txs.get((flow, "c2s"), []),
                                                      float(params.get("delay_ms", 0)),
@@ -885,7 +913,7 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
         ext = res.kernel_counters.get(role, {}).get("TcpExt", {})   # counters at zero are not listed
         out, snd = _replay(flow, d, lst, txs.get((flow, other), []), tlp[role],
                            react, isn.get((flow, d)), delivery_known,
-                           no_timeouts=bool(ext) and not ext.get("TCPTimeouts"))
+                           no_timeouts=bool(ext) and not ext.get("TCPTimeouts"), arriving=d != leaving(params))
         retx += out
         senders[(flow, d)] = snd
         for r in out:
@@ -927,10 +955,13 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
                 rep = sorted((r for r in retx if r.flow == flow and r.dir == d and r.off < hi and lo < r.off + r.len),
                              key=lambda r: r.t_ns)
                 ep.recovery = [(r.frame, r.cause) for r in rep]
-                ep.revealed = bool(rep) and _revealed(lost, txs.get((flow, d), []), rep[0])
+                other = "c2s" if d == "s2c" else "s2c"
+                ep.revealed = bool(rep) and rep[0].sub == "loss_state" and _revealed(
+                    lost, txs.get((flow, d), []), rep[0], txs.get((flow, other), []))
                 f.tails.append(ep)
             if d == "s2c":
-                f.tails += _burst_tails(flow, d, firsts, txs.get((flow, d), []), retx, f.tails)
+                f.tails += _burst_tails(flow, d, firsts, txs.get((flow, d), []), retx, f.tails,
+                                        txs.get((flow, "c2s"), []))
 
     synack_retx = 0
     for (flow, d), lst in txs.items():
@@ -941,19 +972,29 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
         if not v["ok"]:
             warnings.append(f"counter check {k}: truth {v['truth']} vs kernel {v['kernel']} ({v['rule']})")
     return ScenarioTruth(res.name, flows, retx, reordered_frames, held_s2c, txs, frames, t0, counter_check,
-                         warnings, clean=_is_clean(params))
+                         warnings, clean=_is_clean(params), arriving="c2s" if leaving(params) == "s2c" else "s2c")
 
 
-def _revealed(run: list, sent: list, repair) -> bool:
-    """Did the sender send something after the lost run that was delivered before the run's first
-    repair? Its ACK could reveal the loss (RACK), so the run was not a tail only a timer could
-    find: when its repair still came with a timer's cause, the timer was another segment's (an
-    earlier hole whose own resend was lost: the episode waited for that timer whether or not the
-    tail was lost)."""
-    return any(run[-1].t_ns < t.t_ns < repair.t_ns and t.delivered and t.len > 0 for t in sent)
+def _revealed(run: list, sent: list, repair, acks: list) -> bool:
+    """Did the sender learn, before the run's first repair, that something it sent after the run
+    was delivered (an ACK or SACK of it arrived)? Asked of a run first repaired by the go-back-N
+    after a timeout: then the timer was another segment's (an earlier hole whose own resend was
+    lost: the episode waited for that timer whether or not the tail was lost, pool draw0035), and
+    the run is not a tail only a timer could find. A run whose own timer fired is one even so
+    (pool CI run, draw0003: Linux left the tail to its RTO 246 ms after that ACK)."""
+    later = [t for t in sent if run[-1].t_ns < t.t_ns < repair.t_ns and t.delivered and t.len > 0]
+    for a in acks:
+        if a.arrive_ns is None or not (a.arrive_ns < repair.t_ns) or "A" not in a.flags:
+            continue
+        for t in later:
+            end = (t.seq + t.len) & MASK
+            if a.arrive_ns > t.t_ns and (not _seq_lt(a.ack, end) or any(
+                    not _seq_lt(t.seq, l) and not _seq_lt(r, end) for l, r in (a.sack or []))):
+                return True
+    return False
 
 
-def _burst_tails(flow, d, firsts: list, sent: list, retx: list, known: list) -> list:
+def _burst_tails(flow, d, firsts: list, sent: list, retx: list, known: list, acks: list) -> list:
     """Tails of bursts that are not the tail of a message (DESIGN §4: "the last segment(s) of a
     burst"): a run of lost first transmissions, first repaired by a timer, with nothing the sender
     sent after the run delivered before that repair (no later segment could draw a dupACK or a
@@ -961,15 +1002,25 @@ def _burst_tails(flow, d, firsts: list, sent: list, retx: list, known: list) -> 
     out, run = [], []
     covered = [(e.seq_start, e.seq_end) for e in known if e.dir == d]
 
-    def close(run):
+    def repairs(run):
         lo, hi = run[0].off, run[-1].off + run[-1].len
+        return sorted((r for r in retx if r.flow == flow and r.dir == d and r.off < hi and lo < r.off + r.len),
+                      key=lambda r: r.t_ns)
+
+    def close(run):
         if any(seq_in_range(run[0].seq, a, b) for a, b in covered):
             return
-        rep = sorted((r for r in retx if r.flow == flow and r.dir == d and r.off < hi and lo < r.off + r.len),
-                     key=lambda r: r.t_ns)
+        rep = repairs(run)
+        # lost originals sent after the run's first repair are another burst's (a pool CI run's
+        # draw0014: new data lost right after the go-back-N that repaired this run)
+        later = [t for t in run if rep and t.t_ns > rep[0].t_ns]
+        if later and len(later) < len(run):
+            close(later)
+            run = run[:len(run) - len(later)]
+            rep = repairs(run)
         if not rep or rep[0].cause not in ("tlp", "rto"):
             return
-        if _revealed(run, sent, rep[0]):
+        if rep[0].sub == "loss_state" and _revealed(run, sent, rep[0], acks):
             return
         ep = TailEpisode(flow, d, -1, run[0].seq, (run[-1].seq + run[-1].len) & MASK, len(run),
                          [t.frame for t in run if t.frame], t_ns=run[0].t_ns)
