@@ -38,9 +38,16 @@ TARGETS = [pytest.param(s, marks=pytest.mark.xfail(strict=False, reason=KNOWN_GA
            for s in POOL_TARGETS]
 
 
-# Draws captured at the client's eth0 (draws.at_client): one of each family that vantage scores
-# (SYN loss, reordering of the server's data) and a clean and a loss draw, ~30 s on 2 cores.
-CLIENT_SEEDS = "1,4,7,8,12,15,20,23"
+# Draws captured at the client's eth0 (draws.at_client): two of each family, ~1 minute on 2 cores.
+CLIENT_SEEDS = "1-16"
+# What the client-side pool showed and tailscope does not do yet (docs/accuracy.md).
+KNOWN_GAPS_AT_CLIENT: dict[str, str] = {
+    "reordering": "at a client-side capture, some resends of server segments lost before it are tagged "
+                  "`reordered` (the hole filler judged a held original: draw0003 short_loss, draw0013 "
+                  "policing; pool 1-24 at the client: P 0.67 R 1.00)",
+}
+CLIENT_TARGETS_MARKED = [pytest.param(s, marks=pytest.mark.xfail(strict=False, reason=KNOWN_GAPS_AT_CLIENT[s]))
+                         if s in KNOWN_GAPS_AT_CLIENT else s for s in CLIENT_TARGETS]
 
 
 def _run_pool(tmp_path_factory, name: str, draws: list, targets=None):
@@ -147,7 +154,7 @@ def test_every_draw_at_the_client_ran_and_its_truth_holds(pooled_at_client):
     assert not {n: v for n, v in bad.items() if v}, bad
 
 
-@pytest.mark.parametrize("signature", CLIENT_TARGETS)
+@pytest.mark.parametrize("signature", CLIENT_TARGETS_MARKED)
 def test_pooled_target_at_client(pooled_at_client, signature):
     row = pooled_at_client.row(signature)
     assert row.tp + row.fn > 0, f"no occurrences of {signature} in the pool"
