@@ -34,8 +34,15 @@ pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-pool")]
 
 # What the pool showed and the detectors do not do yet (docs/accuracy.md has the table).
 KNOWN_GAPS: dict[str, str] = {}   # none since 2026-11-26 (docs/accuracy.md: what the pool changed)
-TARGETS = [pytest.param(s, marks=pytest.mark.xfail(strict=False, reason=KNOWN_GAPS[s])) if s in KNOWN_GAPS else s
-           for s in POOL_TARGETS]
+
+
+def _marked(targets: list, gaps: dict) -> list:
+    """The targets, those with a known gap marked xfail (not strict) with what the pool showed."""
+    return [pytest.param(s, marks=pytest.mark.xfail(strict=False, reason=gaps[s])) if s in gaps else s
+            for s in targets]
+
+
+TARGETS = _marked(POOL_TARGETS, KNOWN_GAPS)
 
 
 # Draws captured at the client's eth0 (draws.at_client): two of each family, ~1 minute on 2 cores.
@@ -46,8 +53,7 @@ KNOWN_GAPS_AT_CLIENT: dict[str, str] = {
                   "`reordered` (the hole filler judged a held original: draw0003 short_loss, draw0013 "
                   "policing; pool 1-24 at the client: P 0.67 R 1.00)",
 }
-CLIENT_TARGETS_MARKED = [pytest.param(s, marks=pytest.mark.xfail(strict=False, reason=KNOWN_GAPS_AT_CLIENT[s]))
-                         if s in KNOWN_GAPS_AT_CLIENT else s for s in CLIENT_TARGETS]
+CLIENT_TARGETS_MARKED = _marked(CLIENT_TARGETS, KNOWN_GAPS_AT_CLIENT)
 
 
 def _run_pool(tmp_path_factory, name: str, draws: list, targets=None):
@@ -112,18 +118,30 @@ def _explained(t, key: str, check: dict) -> bool:
     return False
 
 
-def test_truth_agrees_with_the_senders_counters(pooled):
+def _unexplained_counter_checks(pe) -> dict:
     bad = {n: {k: v for k, v in t.counter_check.items() if not v["ok"] and not _explained(t, k, v)}
-           for n, t in pooled.ev.truths.items()}
-    bad = {n: v for n, v in bad.items() if v}
+           for n, t in pe.ev.truths.items()}
+    return {n: v for n, v in bad.items() if v}
+
+
+def _assert_target(pe, signature: str) -> None:
+    row = pe.row(signature)
+    assert row.tp + row.fn > 0, f"no occurrences of {signature} in the pool"
+    assert (row.precision or 0) >= TARGET and (row.recall or 0) >= TARGET, why(pe.ev, row)
+
+
+def _broken_tables(pe) -> dict:
+    return {n: o.invariant_violations for n, o in pe.ev.outputs.items() if o.invariant_violations}
+
+
+def test_truth_agrees_with_the_senders_counters(pooled):
+    bad = _unexplained_counter_checks(pooled)
     assert not bad, bad
 
 
 @pytest.mark.parametrize("signature", TARGETS)
 def test_pooled_target(pooled, signature):
-    row = pooled.row(signature)
-    assert row.tp + row.fn > 0, f"no occurrences of {signature} in the pool"
-    assert (row.precision or 0) >= TARGET and (row.recall or 0) >= TARGET, why(pooled.ev, row)
+    _assert_target(pooled, signature)
 
 
 def test_clean_draws_have_no_trouble(pooled):
@@ -137,7 +155,7 @@ def test_clean_draws_have_no_trouble(pooled):
 
 
 def test_tables_agree_on_every_draw(pooled):
-    broken = {n: o.invariant_violations for n, o in pooled.ev.outputs.items() if o.invariant_violations}
+    broken = _broken_tables(pooled)
     assert not broken, broken
 
 
@@ -149,16 +167,13 @@ def test_print_table_at_client(pooled_at_client, request, capsys):
 
 def test_every_draw_at_the_client_ran_and_its_truth_holds(pooled_at_client):
     assert not failed_runs(pooled_at_client.ev.results)
-    bad = {n: {k: v for k, v in t.counter_check.items() if not v["ok"] and not _explained(t, k, v)}
-           for n, t in pooled_at_client.ev.truths.items()}
-    assert not {n: v for n, v in bad.items() if v}, bad
+    bad = _unexplained_counter_checks(pooled_at_client)
+    assert not bad, bad
 
 
 @pytest.mark.parametrize("signature", CLIENT_TARGETS_MARKED)
 def test_pooled_target_at_client(pooled_at_client, signature):
-    row = pooled_at_client.row(signature)
-    assert row.tp + row.fn > 0, f"no occurrences of {signature} in the pool"
-    assert (row.precision or 0) >= TARGET and (row.recall or 0) >= TARGET, why(pooled_at_client.ev, row)
+    _assert_target(pooled_at_client, signature)
 
 
 def test_clean_draws_at_the_client_have_no_trouble(pooled_at_client):
@@ -167,5 +182,5 @@ def test_clean_draws_at_the_client_have_no_trouble(pooled_at_client):
 
 
 def test_tables_agree_at_the_client(pooled_at_client):
-    broken = {n: o.invariant_violations for n, o in pooled_at_client.ev.outputs.items() if o.invariant_violations}
+    broken = _broken_tables(pooled_at_client)
     assert not broken, broken

@@ -463,7 +463,7 @@ def test_truth_tail_revealed_by_a_later_delivered_send_is_not_timer_only():
     """A lost tail whose first repair came after the sender learned that something it sent later
     was delivered (an earlier hole's timer resend, pool draw0035) is not a tail only a timer could
     find; one with nothing delivered after it, or whose ACK was lost, is."""
-    from tests.lab.truth import Tx, _revealed
+    from tests.lab.truth import Retx, Tx, _revealed
     flow = ("198.18.1.2", 40000, "198.18.2.2", 8443)
 
     def tx(t_ms, off, arrive=None):
@@ -472,7 +472,8 @@ def test_truth_tail_revealed_by_a_later_delivered_send_is_not_timer_only():
     tail = tx(10, 5000)
     hole_resend = tx(300, 1000, arrive=350)           # the RTO's resend of an earlier hole
     lost_probe = tx(250, 5000)                        # a probe of the tail, lost
-    repair = tx(400, 5000, arrive=450)
+    repair = Retx(flow, "s2c", 400 * 1_000_000, 5000, 5000, 1000, None, "rto", False, False, "",
+                  sub="loss_state")                   # the go-back-N after that timeout
     ack = Tx("c2s", flow, 360 * 1_000_000, 1, 2000, "A", 0, arrive_ns=370 * 1_000_000)    # of the hole's resend
     sent = [tail, lost_probe, hole_resend, repair]
     assert _revealed([tail], sent, repair, [ack])

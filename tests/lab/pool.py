@@ -39,7 +39,7 @@ from .truth import POLICER_RATE_OBSERVABLE
 # hand (make lab-pool) and kept in docs/accuracy.md.
 CI_SEEDS = "1-40"
 RATE_TOL, BURST_TOL = 0.15, 0.50
-FLOOR_ROW = "policing rate, flow under 85% of it"
+FLOOR_ROW = f"policing rate, flow under {POLICER_RATE_OBSERVABLE:.0%} of it"
 POOL_TARGETS = ["synack_loss", "syn_loss", "tail_loss", "retx timer (rto|tlp) [s2c]",
                 "retx_cause=fast_retransmit [s2c]", "retx_cause=spurious [s2c]", "reordering", "policing", "bufferbloat",
                 "policing rate within 15%", FLOOR_ROW, "policing burst within 50%"]

@@ -357,7 +357,7 @@ class ScenarioTruth:
     flows: dict                    # key -> FlowTruth
     retx: list                     # [Retx]
     reordered_frames: dict         # arriving frame -> flow key (held and overtaken: arrives out of order)
-    held_s2c: list                 # relay records of leaving segments overtaken downstream of the capture
+    held_downstream: list          # relay records of leaving segments overtaken downstream of the capture
     txs: dict                      # (flow, dir) -> [Tx]
     frames: list                   # pcapread frames
     t0_ns: int                     # first captured frame
@@ -716,7 +716,7 @@ def _reported(r: "Retx", resend: "Tx | None", acks: list) -> bool:
         inside = len(a.sack) > 1 and not _seq_lt(first[0], a.sack[1][0]) and not _seq_lt(a.sack[1][1], first[1])
         if (below or inside) and _seq_lt(first[0], hi) and _seq_lt(lo, first[1]):
             return True
-    covering = next((a for a in sorted(later, key=lambda a: a.cap_ts_ns) if not _seq_lt(a.ack, hi)), None)
+    covering = min((a for a in later if not _seq_lt(a.ack, hi)), key=lambda a: a.cap_ts_ns, default=None)
     return bool(covering and resend and covering.tsecr and resend.tsval
                 and _seq_lt(covering.tsecr, resend.tsval))
 
@@ -791,6 +791,7 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
     txs = _join(res, frames, recs, warnings)
     _set_offsets(txs)
     params = res.params
+    out_dir = leaving(params)
     t0 = frames[0].ts_ns if frames else 0
 
     flows: dict = {}
@@ -840,7 +841,7 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
 
     # reordering
     reordered_frames: dict = {}
-    held_s2c = []
+    held_downstream = []
     frame_of_rec = {id(t.rec): t.frame for lst in txs.values() for t in lst if t.rec is not None}
     for r in recs:
         if r.get("action") == "forward" and r.get("reordered") and r.get("passed_by_data", 0) > 0:
@@ -848,12 +849,12 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
             if key not in flows:
                 continue
             flows[key].reordered[r["dir"]] += 1
-            if r["dir"] != leaving(params):      # held before the capture: it arrives out of order there
+            if r["dir"] != out_dir:      # held before the capture: it arrives out of order there
                 fr = frame_of_rec.get(id(r))
                 if fr:
                     reordered_frames[fr] = key
             else:
-                held_s2c.append(r)
+                held_downstream.append(r)
 
     # queueing delay (bufferbloat). Runs that log the drawn propagation delay (relay `prop_ms`)
     # measure it in every RTT sample, both legs (_sampled_queue_ms): every wait on the way (the
@@ -874,7 +875,7 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
         i = min(range(max(0, k - 1), min(len(samples), k + 1)), key=lambda j: abs(stimes[j] - ts))
         return samples[i][1] * 8 / rate_bps * 1000
 
-    if measured and leaving(params) == "s2c":      # the samples a server-side capture takes
+    if measured and out_dir == "s2c":      # the samples a server-side capture takes
         for flow in flows:
             flows[flow].queue_ms = _sampled_queue_ms(txs.get((flow, "s2c"), []), txs.get((flow, "c2s"), []),
                                                      float(params.get("delay_ms", 0)),
@@ -913,7 +914,7 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
         ext = res.kernel_counters.get(role, {}).get("TcpExt", {})   # counters at zero are not listed
         out, snd = _replay(flow, d, lst, txs.get((flow, other), []), tlp[role],
                            react, isn.get((flow, d)), delivery_known,
-                           no_timeouts=bool(ext) and not ext.get("TCPTimeouts"), arriving=d != leaving(params))
+                           no_timeouts=bool(ext) and not ext.get("TCPTimeouts"), arriving=d != out_dir)
         retx += out
         senders[(flow, d)] = snd
         for r in out:
@@ -952,12 +953,10 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
                 ep = TailEpisode(flow, d, mi, lost[0].seq, (lost[-1].seq + lost[-1].len) & MASK, len(lost),
                                  [t.frame for t in lost if t.frame], t_ns=lost[0].t_ns)
                 lo, hi = lost[0].off, b
-                rep = sorted((r for r in retx if r.flow == flow and r.dir == d and r.off < hi and lo < r.off + r.len),
-                             key=lambda r: r.t_ns)
+                rep = _repairs(retx, flow, d, lo, hi)
                 ep.recovery = [(r.frame, r.cause) for r in rep]
                 other = "c2s" if d == "s2c" else "s2c"
-                ep.revealed = bool(rep) and rep[0].sub == "loss_state" and _revealed(
-                    lost, txs.get((flow, d), []), rep[0], txs.get((flow, other), []))
+                ep.revealed = bool(rep) and _revealed(lost, txs.get((flow, d), []), rep[0], txs.get((flow, other), []))
                 f.tails.append(ep)
             if d == "s2c":
                 f.tails += _burst_tails(flow, d, firsts, txs.get((flow, d), []), retx, f.tails,
@@ -971,8 +970,14 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
     for k, v in counter_check.items():
         if not v["ok"]:
             warnings.append(f"counter check {k}: truth {v['truth']} vs kernel {v['kernel']} ({v['rule']})")
-    return ScenarioTruth(res.name, flows, retx, reordered_frames, held_s2c, txs, frames, t0, counter_check,
-                         warnings, clean=_is_clean(params), arriving="c2s" if leaving(params) == "s2c" else "s2c")
+    return ScenarioTruth(res.name, flows, retx, reordered_frames, held_downstream, txs, frames, t0, counter_check,
+                         warnings, clean=_is_clean(params), arriving="c2s" if out_dir == "s2c" else "s2c")
+
+
+def _repairs(retx: list, flow: tuple, d: str, lo: int, hi: int) -> list:
+    """The retransmissions of stream offsets [lo, hi) of a flow's direction, in time order."""
+    return sorted((r for r in retx if r.flow == flow and r.dir == d and r.off < hi and lo < r.off + r.len),
+                  key=lambda r: r.t_ns)
 
 
 def _revealed(run: list, sent: list, repair, acks: list) -> bool:
@@ -982,6 +987,8 @@ def _revealed(run: list, sent: list, repair, acks: list) -> bool:
     lost: the episode waited for that timer whether or not the tail was lost, pool draw0035), and
     the run is not a tail only a timer could find. A run whose own timer fired is one even so
     (pool CI run, draw0003: Linux left the tail to its RTO 246 ms after that ACK)."""
+    if repair.sub != "loss_state":
+        return False
     later = [t for t in sent if run[-1].t_ns < t.t_ns < repair.t_ns and t.delivered and t.len > 0]
     for a in acks:
         if a.arrive_ns is None or not (a.arrive_ns < repair.t_ns) or "A" not in a.flags:
@@ -1003,9 +1010,7 @@ def _burst_tails(flow, d, firsts: list, sent: list, retx: list, known: list, ack
     covered = [(e.seq_start, e.seq_end) for e in known if e.dir == d]
 
     def repairs(run):
-        lo, hi = run[0].off, run[-1].off + run[-1].len
-        return sorted((r for r in retx if r.flow == flow and r.dir == d and r.off < hi and lo < r.off + r.len),
-                      key=lambda r: r.t_ns)
+        return _repairs(retx, flow, d, run[0].off, run[-1].off + run[-1].len)
 
     def close(run):
         if any(seq_in_range(run[0].seq, a, b) for a, b in covered):
@@ -1020,7 +1025,7 @@ def _burst_tails(flow, d, firsts: list, sent: list, retx: list, known: list, ack
             rep = repairs(run)
         if not rep or rep[0].cause not in ("tlp", "rto"):
             return
-        if rep[0].sub == "loss_state" and _revealed(run, sent, rep[0], acks):
+        if _revealed(run, sent, rep[0], acks):
             return
         ep = TailEpisode(flow, d, -1, run[0].seq, (run[-1].seq + run[-1].len) & MASK, len(run),
                          [t.frame for t in run if t.frame], t_ns=run[0].t_ns)
