@@ -49,9 +49,9 @@ TARGETS = _marked(POOL_TARGETS, KNOWN_GAPS)
 CLIENT_SEEDS = "1-16"
 # What the client-side pool showed and tailscope does not do yet (docs/accuracy.md).
 KNOWN_GAPS_AT_CLIENT: dict[str, str] = {
-    "reordering": "at a client-side capture, some resends of server segments lost before it are tagged "
-                  "`reordered` (the hole filler judged a held original: draw0003 short_loss, draw0013 "
-                  "policing; pool 1-24 at the client: P 0.67 R 1.00)",
+    "reordering": "at a client-side capture a FIN resend of the server's was tagged `reordered` (draw0003 "
+                  "short_loss; pool 1-24 at the client: P 0.93 R 1.00, 14/1/0; 14/7/0 before hole fills "
+                  "while the sender repairs other holes stopped counting as held originals)",
 }
 CLIENT_TARGETS_MARKED = _marked(CLIENT_TARGETS, KNOWN_GAPS_AT_CLIENT)
 

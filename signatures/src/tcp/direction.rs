@@ -80,6 +80,9 @@ pub struct DirSeq {
     /// Sequence ranges skipped by this direction (seen as `lost_segment`), with when the hole
     /// appeared: a later segment filling one is reordering or a retransmission, by its age.
     pub(super) holes: VecDeque<(u32, u32, i64)>,
+    /// When a hole of this direction was last filled by a resend: the sender was repairing
+    /// losses, and its RACK may resend the next one before the receiver sees that hole.
+    pub(super) resend_fill_ts: Option<i64>,
     /// Holes the receiver reported in SACKs for this direction's data: (start, end, resent).
     pub(super) sack_holes: VecDeque<(u32, u32, bool)>,
     /// When this direction's ACK last advanced: Linux re-arms the sender's RTO there.
@@ -136,6 +139,7 @@ impl Default for DirSeq {
             newest_ip_id: None,
             ip_id_steps: (0, 0),
             holes: VecDeque::new(),
+            resend_fill_ts: None,
             sack_holes: VecDeque::new(),
             recent_retx: VecDeque::new(),
             fin_resends: Vec::new(),

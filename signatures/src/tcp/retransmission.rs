@@ -149,7 +149,13 @@ impl TcpState {
             hole_age = filled.map(|f| f.0);
             hole_bytes = filled.map_or(0, |f| f.1);
             let min_rtt = if self.first_rtt_ns > 0 { self.first_rtt_ns } else { OOO_DEFAULT_NS * 2 };
-            let young = hole_age.is_some_and(|age| (age as f64) < REORDER_RTT_SHARE * min_rtt as f64);
+            // Unless the sender was already repairing other holes (a resend filled one within
+            // the last round trip): its RACK learns of a loss from the delivery of any segment
+            // sent after it, its own resends included, and may resend before the receiver has
+            // seen the hole at all (a client-side capture, randomized lab pool
+            // draw0013_policing_client: a hole seen 13.8 ms before its resend on a 42 ms path).
+            let repairing = fwd.resend_fill_ts.is_some_and(|t| now - t < min_rtt);
+            let young = !repairing && hole_age.is_some_and(|age| (age as f64) < REORDER_RTT_SHARE * min_rtt as f64);
             let reordered = if local {
                 false
             } else if self.vantage == Vantage::Unknown {
@@ -169,6 +175,9 @@ impl TcpState {
                 }
             } else {
                 is_retx = true;
+                if hole_age.is_some() {
+                    fwd.resend_fill_ts = Some(now);
+                }
             }
         }
         Judged { end, bad_seq, beyond_mark, late_original, is_retx, hole_age, reorder_ns, hole_bytes, proved_spurious }
