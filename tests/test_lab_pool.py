@@ -48,11 +48,7 @@ TARGETS = _marked(POOL_TARGETS, KNOWN_GAPS)
 # Draws captured at the client's eth0 (draws.at_client): two of each family, ~1 minute on 2 cores.
 CLIENT_SEEDS = "1-16"
 # What the client-side pool showed and tailscope does not do yet (docs/accuracy.md).
-KNOWN_GAPS_AT_CLIENT: dict[str, str] = {
-    "reordering": "at a client-side capture a FIN resend of the server's was tagged `reordered` (draw0003 "
-                  "short_loss; pool 1-24 at the client: P 0.93 R 1.00, 14/1/0; 14/7/0 before hole fills "
-                  "while the sender repairs other holes stopped counting as held originals)",
-}
+KNOWN_GAPS_AT_CLIENT: dict[str, str] = {}   # none since reordering closed (docs/accuracy.md)
 CLIENT_TARGETS_MARKED = _marked(CLIENT_TARGETS, KNOWN_GAPS_AT_CLIENT)
 
 

@@ -104,6 +104,9 @@ impl TcpState {
         let tsval = s.tcp.ts.map(|t| t.0).filter(|_| flags & TCP_SYN == 0);
         let stamped_before = tsval.zip(fwd.newest_tsval).is_some_and(|(v, newest)| SeqNumber(v).before(newest))
             || numbered_before(fwd, s.ip_id.filter(|_| flags & TCP_SYN == 0));
+        // And the converse: stamped after everything seen from the sender, it left after the
+        // segment that showed its hole, so it is no original held from before that segment.
+        let stamped_after = tsval.zip(fwd.newest_tsval).is_some_and(|(v, newest)| SeqNumber(v).after(newest));
         if let Some(v) = tsval {
             if fwd.newest_tsval.is_none_or(|n| SeqNumber(v).after(n)) {
                 fwd.newest_tsval = Some(v);
@@ -154,8 +157,12 @@ impl TcpState {
             // sent after it, its own resends included, and may resend before the receiver has
             // seen the hole at all (a client-side capture, randomized lab pool
             // draw0013_policing_client: a hole seen 13.8 ms before its resend on a 42 ms path).
+            // A later stamp says so outright (draw0003_short_loss_client: the server's FIN
+            // resent 1.7 ms after a pure ACK showed it lost).
             let repairing = fwd.resend_fill_ts.is_some_and(|t| now - t < min_rtt);
-            let young = !repairing && hole_age.is_some_and(|age| (age as f64) < REORDER_RTT_SHARE * min_rtt as f64);
+            let young = !repairing
+                && !stamped_after
+                && hole_age.is_some_and(|age| (age as f64) < REORDER_RTT_SHARE * min_rtt as f64);
             let reordered = if local {
                 false
             } else if self.vantage == Vantage::Unknown {

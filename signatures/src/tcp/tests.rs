@@ -420,3 +420,54 @@ fn a_fin_resend_whose_ack_echoes_the_first_fin_is_spurious() {
     assert_eq!(twice(983), (Some(2), 0, 2));
     assert_eq!(twice(1260), (Some(1), 1, 1));
 }
+
+/// At a client-side capture, a server segment filling a hole under half an RTT after it showed
+/// is reordered: a resend could not have been triggered yet. Not when its stamp is later than
+/// every segment seen from the server (it left after the one that showed the hole:
+/// randomized lab pool, draw0003_short_loss_client, a FIN resent 1.7 ms after a pure ACK showed
+/// it lost), nor, without timestamps, while the server was repairing other holes within the
+/// last round trip (its RACK learns of a loss from its own resends' delivery and resends before
+/// the receiver sees the hole: draw0013_policing_client).
+#[test]
+fn a_young_hole_fill_at_the_client_is_a_resend_when_stamped_later_or_during_repairs() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let stamped = |tsval: u32| {
+        let mut st = TcpState::default();
+        feed_ts(&mut st, 0, 0, c, 0, TCP_SYN, 0, (100, 0));
+        feed_ts(&mut st, 1, 40, s, c + 1, TCP_SYN | A, 0, (900, 100));
+        feed_ts(&mut st, 0, 40, c + 1, s + 1, A, 0, (140, 900));
+        feed_ts(&mut st, 0, 41, c + 1, s + 1, PA, 100, (141, 900));
+        for i in [0u32, 2, 3] {
+            feed_ts(&mut st, 1, 81, s + 1 + 1000 * i, c + 101, PA, 1000, (941, 141));
+        }
+        feed_ts(&mut st, 1, 85, s + 1001, c + 101, PA, 1000, (tsval, 141))
+    };
+    let held = stamped(941);
+    assert_ne!(held.tags & REORDERED, 0, "the original, 4 ms late on a 40 ms path");
+    assert_eq!(cause(&held), None);
+    let resend = stamped(945);
+    assert_eq!(resend.tags & REORDERED, 0, "sent 4 ms after the segments that passed it");
+    assert!(cause(&resend).is_some());
+
+    let unstamped = |repairing: bool| {
+        let mut st = TcpState::default();
+        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, None);
+        feed(&mut st, 1, 40, s, c + 1, TCP_SYN | A, 0, 65535, None);
+        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, None);
+        feed(&mut st, 0, 41, c + 1, s + 1, PA, 100, 65535, None);
+        for i in (0u32..4).filter(|&i| i != 1 || !repairing) {
+            feed(&mut st, 1, 81, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+        }
+        if repairing {
+            let repair = feed(&mut st, 1, 125, s + 1001, c + 101, PA, 1000, 65535, None);
+            assert_eq!(repair.tags & REORDERED, 0, "a hole 44 ms old: a resend");
+        }
+        // segment 5 shows segment 4 missing; segment 4 fills it 5 ms later
+        feed(&mut st, 1, 130, s + 5001, c + 101, PA, 1000, 65535, None);
+        feed(&mut st, 1, 135, s + 4001, c + 101, PA, 1000, 65535, None)
+    };
+    assert_ne!(unstamped(false).tags & REORDERED, 0, "no repair under way: held on the way");
+    let during_repair = unstamped(true);
+    assert_eq!(during_repair.tags & REORDERED, 0, "the server was resending: a resend");
+    assert!(cause(&during_repair).is_some());
+}
