@@ -43,9 +43,16 @@ impl TcpState {
         self.eifel_fin(s, out);
         let rev = &mut self.dir[1 - s.dir];
         let mut rack = Rack { delivered: rev.delivered_sent_ts, min_rtt: rev.rtt.min.unwrap_or(0), now };
+        // A hole an overtaken ACK reports was closed by the ACK that passed it, and no resend or
+        // late original will close it again (lab policing_x6: a client ACK overtaken within
+        // its burst reported a hole its predecessor had closed, counted as reordering).
+        let overtaken = rev.peer_ack_high.is_some_and(|h| SeqNumber(ack).before(h));
+        if !overtaken {
+            rev.peer_ack_high = Some(ack);
+        }
         // A segment is best timed when it is first SACKed: its cumulative ACK may wait for a
         // hole to be repaired, and would measure the repair, not the path.
-        let mut sample = sack_marks(rev, blocks, ack, &mut rack);
+        let mut sample = sack_marks(rev, blocks, ack, !overtaken, &mut rack);
         // Counted for the data's direction; no packet of ours shows it (the reordered
         // segment passed the capture in order), only the receiver's ACKs do.
         self.stats.reordered[1 - s.dir] += holes_closed_unrepaired(rev, ack);
@@ -189,9 +196,16 @@ impl Rack {
 }
 
 /// Mark the segments the SACK blocks cover, and remember the hole the receiver reports
-/// (cumulative ACK below a SACK block). Returns the RTT sample of the newest segment SACKed for
-/// the first time that was never retransmitted: (RTT, bytes in flight when it was sent).
-fn sack_marks(rev: &mut DirSeq, blocks: &[(u32, u32)], ack: u32, rack: &mut Rack) -> Option<(i64, u32)> {
+/// (cumulative ACK below a SACK block) when `report_hole`. Returns the RTT sample of the newest
+/// segment SACKed for the first time that was never retransmitted: (RTT, bytes in flight when it
+/// was sent).
+fn sack_marks(
+    rev: &mut DirSeq,
+    blocks: &[(u32, u32)],
+    ack: u32,
+    report_hole: bool,
+    rack: &mut Rack,
+) -> Option<(i64, u32)> {
     if blocks.is_empty() {
         return None;
     }
@@ -209,7 +223,8 @@ fn sack_marks(rev: &mut DirSeq, blocks: &[(u32, u32)], ack: u32, rack: &mut Rack
             }
         }
     }
-    if let Some(&(l, _)) = blocks.iter().filter(|b| SeqNumber(b.0).after(ack)).min_by_key(|b| b.0.wrapping_sub(ack)) {
+    let first_block = blocks.iter().filter(|b| SeqNumber(b.0).after(ack)).min_by_key(|b| b.0.wrapping_sub(ack));
+    if let Some(&(l, _)) = first_block.filter(|_| report_hole) {
         if !rev.sack_holes.iter().any(|h| h.0 == ack) {
             if rev.sack_holes.len() >= MAX_HOLES {
                 rev.sack_holes.pop_front();

@@ -85,6 +85,9 @@ pub struct DirSeq {
     pub(super) resend_fill_ts: Option<i64>,
     /// Holes the receiver reported in SACKs for this direction's data: (start, end, resent).
     pub(super) sack_holes: VecDeque<(u32, u32, bool)>,
+    /// The highest cumulative ACK the peer sent for this direction's data. An ACK below it was
+    /// overtaken on the way (ACKs reordered): the holes its SACK blocks show are closed already.
+    pub(super) peer_ack_high: Option<u32>,
     /// When this direction's ACK last advanced: Linux re-arms the sender's RTO there.
     pub(super) last_advance_ts: Option<i64>,
     /// Recent retransmissions of this direction: (seq, end, tags, delay), for D-SACK checks.
@@ -141,6 +144,7 @@ impl Default for DirSeq {
             holes: VecDeque::new(),
             resend_fill_ts: None,
             sack_holes: VecDeque::new(),
+            peer_ack_high: None,
             recent_retx: VecDeque::new(),
             fin_resends: Vec::new(),
             last_advance_ts: None,

@@ -96,6 +96,7 @@ impl TcpState {
         d.segments.retain(|u| u.seq == isn); // the SYN-ACK it answers
         d.holes.clear();
         d.sack_holes.clear();
+        d.peer_ack_high = None;
         d.recent_retx.clear();
         d.recovery = None;
         d.tail_episode = false;

@@ -471,3 +471,30 @@ fn a_young_hole_fill_at_the_client_is_a_resend_when_stamped_later_or_during_repa
     assert_eq!(during_repair.tags & REORDERED, 0, "the server was resending: a resend");
     assert!(cause(&during_repair).is_some());
 }
+
+/// Lab policing_x6: the client's ACKs of one burst arrive reordered (one overtaken by the
+/// next). The overtaken ACK reports a hole its successor had already closed, whose resend the
+/// server sent before it; the next ACK "closes" it again. No segment of the server's was
+/// reordered: a hole only an overtaken ACK shows is no hole.
+#[test]
+fn a_hole_reported_by_an_overtaken_ack_is_no_reordering() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let req_end = c + 101;
+    let mut st = handshake_and_request(c, s);
+    for i in 0..5u32 {
+        feed(&mut st, 1, 50, s + 1 + 1000 * i, req_end, PA, 1000, 65535, None);
+    }
+    // segments 1 and 2 lost after the capture; 3 and 4 SACKed
+    feed_sack(&mut st, 0, 90, req_end, s + 1001, &[(s + 3001, s + 5001)]);
+    for i in 1..3u32 {
+        let r = feed(&mut st, 1, 91, s + 1 + 1000 * i, req_end, PA, 1000, 65535, None);
+        assert_eq!(cause(&r), Some("fast_retransmit"));
+    }
+    feed(&mut st, 0, 131, req_end, s + 5001, A, 0, 65535, None);
+    // the ACK of the first resend alone, overtaken by the one above
+    feed_sack(&mut st, 0, 131, req_end, s + 2001, &[(s + 3001, s + 5001)]);
+    feed(&mut st, 1, 132, s + 5001, req_end, PA, 1000, 65535, None);
+    feed(&mut st, 0, 172, req_end, s + 6001, A, 0, 65535, None);
+    assert_eq!(st.stats.reordered, [0, 0]);
+    assert_eq!((st.stats.retx_fast, st.stats.retx_spurious), (2, 0));
+}
