@@ -114,6 +114,23 @@ def test_scenarios_did_what_they_intend(evaluation):
     assert all(s.ok for tr in t.values() for s in tr.sessions if s.effective != "quic_only")
 
 
+def _handshake_seen(r, proto: str, port: int) -> dict:
+    """Why a handshake the client completed did not decrypt (for the failure message): the
+    connection's packets as tshark dissects them, and whether the key log holds its secrets."""
+    cp = subprocess.run(["tshark", "-r", str(r.pcap), "-o", f"tls.keylog_file:{r.files['keylog']}",
+                         "-Y", f"{proto}.port == {port}", "-T", "fields", "-e", "frame.number",
+                         "-e", f"{proto}.srcport", "-e", "quic.long.packet_type", "-e", "tls.handshake.type",
+                         "-e", "tls.handshake.random", "-e", "_ws.expert.message"],
+                        check=False, capture_output=True, text=True, timeout=60)
+    rows = [line.split("\t") for line in cp.stdout.splitlines()]
+    # the ClientHello's random names the connection's lines in the key log
+    randoms = {x for row in rows if len(row) > 4 and row[1] == str(port) for x in row[4].split(",") if x}
+    keylog = Path(r.files["keylog"]).read_text(errors="replace")
+    return {"port": port, "packets": len(rows), "first": [" ".join(row[:4] + row[5:]) for row in rows[:12]],
+            "client randoms in key log": sorted(x[:16] for x in randoms if x in keylog),
+            "client randoms not in key log": sorted(x[:16] for x in randoms if x not in keylog)}
+
+
 def _decrypted_handshakes(r) -> set:
     """(proto, client port) of every connection whose EncryptedExtensions tshark could decrypt
     with the run's key log (they are only visible decrypted, in QUIC and in TLS 1.3 over TCP)."""
@@ -148,7 +165,8 @@ def test_key_log_decrypts_every_completed_handshake(evaluation):
         got[n] -= skip
         want -= skip
         if got[n] != want:
-            bad[n] = {"client log only": sorted(want - got[n]), "tshark only": sorted(got[n] - want)}
+            bad[n] = {"client log only": sorted(want - got[n]), "tshark only": sorted(got[n] - want),
+                      "what tshark saw": [_handshake_seen(res[n], *k) for k in sorted(want - got[n])]}
     assert not bad, bad
 
 

@@ -244,11 +244,15 @@ impl TcpState {
         }
         enter_recovery(fwd, rev, cause, now);
         record_retx(&mut self.stats, &mut self.retx_run, s.dir, seq, seglen, *ta, now - first_ts);
-        if seglen > 0 {
+        // A FIN's one sequence number is D-SACKed as data is (Linux answers a duplicate FIN with
+        // one: pool 1-24 at the client, draw0003_short_loss_client, the client's FIN resent after
+        // the server's ACK of it was lost).
+        let span = seglen + u32::from(flags & (TCP_FIN | TCP_RST) == TCP_FIN);
+        if span > 0 {
             if fwd.recent_retx.len() >= MAX_HOLES {
                 fwd.recent_retx.pop_front();
             }
-            fwd.recent_retx.push_back((seq, seq.wrapping_add(seglen), *ta, now - first_ts));
+            fwd.recent_retx.push_back((seq, seq.wrapping_add(span), *ta, now - first_ts));
         }
         // A repeated FIN draws no D-SACK (the receiver has closed); the echo in the ACK that
         // covers it tells whether the first FIN had arrived (`ack::eifel_fin`).

@@ -498,3 +498,30 @@ fn a_hole_reported_by_an_overtaken_ack_is_no_reordering() {
     assert_eq!(st.stats.reordered, [0, 0]);
     assert_eq!((st.stats.retx_fast, st.stats.retx_spurious), (2, 0));
 }
+
+/// Pool 1-24 at the client, draw0003_short_loss_client: the server's ACK of the client's FIN is
+/// lost before the capture, the client's RTO resends the FIN, and the server answers the
+/// duplicate with a D-SACK of the FIN's one sequence number: the resend was spurious. Without
+/// the D-SACK it stays an RTO.
+#[test]
+fn a_fin_resend_the_receiver_dsacks_is_spurious() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |dsack: bool| {
+        let mut st = TcpState::default();
+        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, None);
+        feed(&mut st, 1, 40, s, c + 1, TCP_SYN | A, 0, 65535, None);
+        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, None); // the capture is at the client
+        feed(&mut st, 0, 41, c + 1, s + 1, TCP_FIN | A, 0, 65535, None);
+        let resend = feed(&mut st, 0, 300, c + 1, s + 1, TCP_FIN | A, 0, 65535, None);
+        assert_eq!(cause(&resend), Some("rto"));
+        let blocks: &[(u32, u32)] = if dsack { &[(c + 1, c + 2)] } else { &[] };
+        let ack = feed_sack(&mut st, 1, 340, s + 1, c + 2, blocks);
+        (st, ack)
+    };
+    let (st, ack) = run(true);
+    assert_eq!(ack.proved_spurious[0].map(|p| (p.0, p.2)), Some((c + 1, 1)));
+    assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (0, 1));
+    let (st, ack) = run(false);
+    assert_eq!(ack.proved_spurious, [None, None]);
+    assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (1, 0));
+}
