@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -331,8 +332,20 @@ QVT_UNITS = {"quic_p50_ms": "ms", "tcp_p50_ms": "ms", "quic_p99_ms": "ms", "tcp_
              "quic_tail_loss_rate": "percentunit", "tcp_tail_loss_rate": "percentunit",
              "quic_handshake_rtt_p50_ms": "ms", "tcp_handshake_rtt_p50_ms": "ms",
              "fallback_share": "percentunit", "mixed_session_share": "percentunit"}
+
+
+def qvt_setting(name: str) -> int:
+    """A setting of the QUIC vs TCP comparison, as sql/marts/070_quic_vs_tcp.sql defines it (its one place)."""
+    sql = (ROOT / "sql" / "marts" / "070_quic_vs_tcp.sql").read_text()
+    m = re.search(rf"CREATE OR REPLACE MACRO {name}\(\) AS (\d+);", sql)
+    if m is None:
+        raise SystemExit(f"sql/marts/070_quic_vs_tcp.sql: no macro {name}() AS <number>")
+    return int(m.group(1))
+
+
 QVT_DESCRIPTION = ("QUIC tail reduction = 1 - p99(QUIC) / p99(TCP) over complete queries, with its 95 % bootstrap "
-                   "interval (2,000 seeded resamples; sql/marts/070_quic_vs_tcp.sql). 'small sample': fewer than 500 "
+                   f"interval ({qvt_setting('quic_vs_tcp_resamples'):,} seeded resamples; sql/marts/070_quic_vs_tcp.sql). "
+                   f"'small sample': fewer than {qvt_setting('quic_vs_tcp_min_queries')} "
                    "queries on either transport, the p99 rests on a handful of queries. tail_loss_rate: the share of the "
                    "queries at or above the p99 carrying a loss signature. fallback_share: QUIC attempts whose session ended on TCP; "
                    "mixed_session_share: client sessions that used both.")

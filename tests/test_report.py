@@ -137,6 +137,17 @@ def test_numbers_are_the_marts(report, con):
     assert f"<th>{WEEK}</th>" in fs and f"<th>{PREV}</th>" in fs and "RTT p50 / p75 / p95 / p99" in fs
 
 
+def test_quic_vs_tcp_note_states_the_marts_settings(report, con):
+    """The note under QUIC vs TCP words the bootstrap's resamples, the small-sample line and the
+    session gap as sql/marts/070_quic_vs_tcp.sql sets them (one place each), not copies of them."""
+    resamples, below, gap_ns = con.execute(
+        "SELECT quic_vs_tcp_resamples(), quic_vs_tcp_min_queries(), session_gap_ns()").fetchone()
+    md = report["md"].read_text()
+    assert f"resampled with replacement {resamples:,} times" in md
+    assert f"fewer than {below} queries on either side" in md
+    assert f"{gap_ns // 10**9} s apart at most" in md
+
+
 def test_week_over_week_section(report, con):
     sec = section(report["html"].read_text(), "week-over-week")
     moved = rows(con, "SELECT carrier, h3_cell, p99_ms_delta FROM week_over_week('carrier_hexagon', ?) "

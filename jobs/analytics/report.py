@@ -185,6 +185,9 @@ def _collect(con, dataset: Path, options: ReportOptions) -> dict:
                      "ORDER BY list_position(['week', 'carrier', 'network_type', 'hexagon'], grain), "
                      "quic_queries + tcp_queries DESC, carrier, network_type, h3_cell", [week])
     d["quic_vs_tcp"] = qvt
+    # the comparison's settings, worded in the note as the marts define them
+    d["quic_vs_tcp_settings"] = _rows(con, "SELECT quic_vs_tcp_resamples() AS resamples, quic_vs_tcp_min_queries() "
+                                           "AS min_queries, session_gap_ns() // 1000000000 AS session_gap_s")[0]
     d["quic_vs_tcp_prev"] = _rows(con, "SELECT * EXCLUDE (period_start) FROM mart_quic_vs_tcp WHERE week = ? AND grain = 'week'", [prev])
 
     # week over week
@@ -712,20 +715,21 @@ def _qvt_table(d: dict) -> list[list]:
 
 
 QVT_NOTE = ("QUIC tail reduction = 1 − p99(QUIC) ÷ p99(TCP) over complete queries (0.2: QUIC's p99 is 20 % lower), with "
-            "its 95 % bootstrap interval: each transport's queries resampled with replacement 2,000 times, seeded, so "
+            "its 95 % bootstrap interval: each transport's queries resampled with replacement {resamples:,} times, seeded, so "
             "the same data give the same interval (sql/marts/070_quic_vs_tcp.sql). <i>small sample</i>: fewer than "
             "{below} queries on either side, where the p99 rests on at most 5 queries. A TCP connection's first query "
             "includes its setup (SYN to the first request byte); a QUIC first query includes it only where the core "
             "measured one (setup p50 QUIC / TCP this week: {setup}). p99 tail hit by loss: the share of the queries "
             "at or above the p99 carrying a loss signature (retransmissions by cause, SYN/Initial loss, policing). QUIC ended on TCP: QUIC attempts whose session got its answer over "
-            "TCP (quic_fallback); sessions: a client's connections to one server address, 30 s apart at most.")
+            "TCP (quic_fallback); sessions: a client's connections to one server address, {session_gap_s} s apart at most.")
 
 
 def _qvt_note(d: dict) -> str:
     week = next((r for r in d["quic_vs_tcp"] if r["grain"] == "week"), None)
-    below = week["small_sample_below"] if week else 500
+    settings = d["quic_vs_tcp_settings"]
     setup = f"{_ms(week['quic_setup_p50_ms'])} / {_ms(week['tcp_setup_p50_ms'])}" if week else "-"
-    return QVT_NOTE.format(below=below, setup=setup)
+    return QVT_NOTE.format(below=settings["min_queries"], resamples=settings["resamples"],
+                           session_gap_s=settings["session_gap_s"], setup=setup)
 
 
 def _pp(v) -> str:

@@ -244,8 +244,8 @@ impl TcpState {
         }
         enter_recovery(fwd, rev, cause, now);
         record_retx(&mut self.stats, &mut self.retx_run, s.dir, seq, seglen, *ta, now - first_ts);
-        // A FIN's one sequence number is D-SACKed as data is (Linux answers a duplicate FIN with
-        // one: pool 1-24 at the client, draw0003_short_loss_client, the client's FIN resent after
+        // A receiver still open D-SACKs a repeated FIN's one sequence number as it does data
+        // (pool 1-24 at the client, draw0003_short_loss_client: the client's FIN resent after
         // the server's ACK of it was lost).
         let span = seglen + u32::from(flags & (TCP_FIN | TCP_RST) == TCP_FIN);
         if span > 0 {
@@ -254,8 +254,8 @@ impl TcpState {
             }
             fwd.recent_retx.push_back((seq, seq.wrapping_add(span), *ta, now - first_ts));
         }
-        // A repeated FIN draws no D-SACK (the receiver has closed); the echo in the ACK that
-        // covers it tells whether the first FIN had arrived (`ack::eifel_fin`).
+        // One that has closed sends none; the echo in the ACK that covers the FIN then tells
+        // whether the first FIN had arrived (`ack::eifel_fin`).
         if seglen == 0 && flags & TCP_FIN != 0 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
             if let Some((tsval, _)) = s.tcp.ts {
                 fwd.fin_resends.retain(|r| r.0 == seq);
