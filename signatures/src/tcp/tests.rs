@@ -525,3 +525,52 @@ fn a_fin_resend_the_receiver_dsacks_is_spurious() {
     assert_eq!(ack.proved_spurious, [None, None]);
     assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (1, 0));
 }
+
+/// Pool seeds 1-16 at the client (a CI run), draw0003_short_loss_client: the client's FIN is
+/// resent after the server's ACK of it was lost; the server's FIN then echoes the first FIN's
+/// stamp (Eifel: the resend was spurious) and its ACK of the duplicate carries a D-SACK of it.
+/// One resend, proved once: the flow counts one spurious retransmission, as its row does. And
+/// the other way round (the D-SACK first, then the echo).
+#[test]
+fn a_fin_resend_proved_by_the_echo_and_a_dsack_counts_once() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let ack_with = |st: &mut TcpState, ms: i64, seq: u32, ack: u32, flags: u16, ts: (u32, u32), dsack: bool| {
+        let mut tcp = TcpInfo { seq, ack, flags, window: 65535, header_len: 44, ts: Some(ts), ..TcpInfo::default() };
+        if dsack {
+            tcp.sack[0] = (c + 1, c + 2);
+            tcp.sack_count = 1;
+        }
+        st.analyze(&PacketIn {
+            dir: 1,
+            ts_ns: ms * MS,
+            tcp: &tcp,
+            seglen: 0,
+            ip_id: None,
+            peer_window_shift: None,
+            payload: &[],
+        })
+    };
+    for dsack_first in [false, true] {
+        let mut st = TcpState::default();
+        feed_ts(&mut st, 0, 0, c, 0, TCP_SYN, 0, (100, 0));
+        feed_ts(&mut st, 1, 40, s, c + 1, TCP_SYN | A, 0, (900, 100));
+        feed_ts(&mut st, 0, 40, c + 1, s + 1, A, 0, (140, 900)); // the capture is at the client
+        feed_ts(&mut st, 0, 41, c + 1, s + 1, TCP_FIN | A, 0, (141, 900));
+        let resend = feed_ts(&mut st, 0, 300, c + 1, s + 1, TCP_FIN | A, 0, (400, 900));
+        assert_eq!(cause(&resend), Some("rto"));
+        let (first, second) = if dsack_first {
+            (
+                ack_with(&mut st, 340, s + 1, c + 2, A, (1240, 400), true),
+                ack_with(&mut st, 341, s + 1, c + 2, TCP_FIN | A, (1241, 141), false),
+            )
+        } else {
+            (
+                ack_with(&mut st, 340, s + 1, c + 2, TCP_FIN | A, (1240, 141), false),
+                ack_with(&mut st, 341, s + 2, c + 2, A, (1241, 400), true),
+            )
+        };
+        assert_eq!(first.proved_spurious[0].map(|p| (p.0, p.2)), Some((c + 1, 1)), "dsack first: {dsack_first}");
+        assert_eq!(second.proved_spurious, [None, None], "dsack first: {dsack_first}");
+        assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (0, 1), "dsack first: {dsack_first}");
+    }
+}
