@@ -26,7 +26,7 @@ if _ROOT not in sys.path:
 
 from tests.lab import run_scenarios  # noqa: E402
 from tests.lab.draws import at_client, parse_seeds, pool  # noqa: E402
-from tests.lab.pool import CI_SEEDS, CLIENT_TARGETS, POOL_TARGETS, format_pool, score  # noqa: E402
+from tests.lab.pool import CI_SEEDS, CLIENT_TARGETS, POOL_TARGETS, broken_tables, format_pool, score  # noqa: E402
 from tests.lab.report import failed_runs, require_lab, rerun_once, show_table, untrustworthy, why  # noqa: E402
 from tests.lab.evaluate import TARGET  # noqa: E402
 
@@ -126,10 +126,6 @@ def _assert_target(pe, signature: str) -> None:
     assert (row.precision or 0) >= TARGET and (row.recall or 0) >= TARGET, why(pe.ev, row)
 
 
-def _broken_tables(pe) -> dict:
-    return {n: o.invariant_violations for n, o in pe.ev.outputs.items() if o.invariant_violations}
-
-
 def test_truth_agrees_with_the_senders_counters(pooled):
     bad = _unexplained_counter_checks(pooled)
     assert not bad, bad
@@ -151,7 +147,7 @@ def test_clean_draws_have_no_trouble(pooled):
 
 
 def test_tables_agree_on_every_draw(pooled):
-    broken = _broken_tables(pooled)
+    broken = broken_tables(pooled)
     assert not broken, broken
 
 
@@ -178,5 +174,5 @@ def test_clean_draws_at_the_client_have_no_trouble(pooled_at_client):
 
 
 def test_tables_agree_at_the_client(pooled_at_client):
-    broken = _broken_tables(pooled_at_client)
+    broken = broken_tables(pooled_at_client)
     assert not broken, broken

@@ -154,6 +154,11 @@ def score(results: dict, work_dir: Path, draws: dict, outputs: dict | None = Non
     return pe
 
 
+def broken_tables(pe: PoolEvaluation) -> dict:
+    """The draws whose tables disagree with each other (tests/support/invariants.py), with how."""
+    return {n: o.invariant_violations for n, o in pe.ev.outputs.items() if o.invariant_violations}
+
+
 def format_pool(pe: PoolEvaluation, details: int = 6, worst: int = 8) -> str:
     fams = collections.Counter(n.removesuffix("_client").split("_", 1)[1] for n in pe.draws)
     at_client = sum(1 for sc in pe.draws.values() if getattr(sc, "vantage", "server") == "client")
@@ -161,6 +166,9 @@ def format_pool(pe: PoolEvaluation, details: int = 6, worst: int = 8) -> str:
             + (f", {at_client} captured at the client" if at_client else "")]
     targets = [r for r in pe.rows if r.signature in pe.targets or r.kind == "clean"]
     head.append("targeted: " + ", ".join(f"{r.signature} {r.result}" for r in targets))
+    broken = broken_tables(pe)
+    head.append(f"tables agree (tests/support/invariants.py): {len(pe.ev.outputs) - len(broken)} of "
+                f"{len(pe.ev.outputs)} draws" + "".join(f"\n  {n}: {v[0][:300]}" for n, v in sorted(broken.items())))
     body = format_table(pe.ev, details)
     tail = ["", f"worst draws (FP + FN over the targeted rows; first {worst}):"]
     for n_bad, name, desc, lines in pe.worst[:worst]:
@@ -170,8 +178,8 @@ def format_pool(pe: PoolEvaluation, details: int = 6, worst: int = 8) -> str:
 
 
 def passed(pe: PoolEvaluation) -> bool:
-    return all(r.result == "PASS" or r.result.startswith("n/a") for r in pe.rows
-               if r.signature in pe.targets or r.kind == "clean")
+    return not broken_tables(pe) and all(r.result == "PASS" or r.result.startswith("n/a") for r in pe.rows
+                                         if r.signature in pe.targets or r.kind == "clean")
 
 
 def main(argv: list[str] | None = None) -> int:
