@@ -499,3 +499,22 @@ def test_truth_spurious_resend_is_reported_by_dsack_or_an_older_echo():
     assert not _reported(r, resend, [ack(2000, 9000, [(7000, 8000)]), ack(2100, 9000)])
     r.reported = False
     assert r.scored_class == "fast_retransmit"
+
+
+def test_truth_data_read_out_of_send_order_is_overtaken():
+    """A relay hold passed by data, and data the relay read after data its sender numbered later
+    (a loaded machine's TUN queue, pool CI run draw0016_clean), are reordering; a resend (a later
+    ID), a pure ACK overtaken, a hold nothing passed and an ID wrapping past 65535 are not."""
+    from tests.lab.truth import _overtaken
+
+    def fwd(seq, ip_id, length=1448, **kw):
+        return {"action": "forward", "dir": "s2c", "src": "198.18.2.2", "sport": 8443, "dst": "198.18.1.2",
+                "dport": 40000, "seq": seq, "ip_id": ip_id, "len": length, **kw}
+    recs = [fwd(2, 12), fwd(3, 13), fwd(1, 11),             # 1 read after 2 and 3: overtaken
+            fwd(1, 14),                                     # a resend of 1: a later ID
+            fwd(9, 10, length=0),                           # a pure ACK behind: not data
+            fwd(4, 15, reordered=True, passed_by_data=2),   # a hold passed by data
+            fwd(5, 16, reordered=True, passed_by_data=0)]   # a hold nothing passed
+    assert [(r["seq"], r["ip_id"]) for r in _overtaken(recs)] == [(1, 11), (4, 15)]
+    assert not list(_overtaken([fwd(1, 65534), fwd(2, 65535), fwd(3, 0), fwd(4, 1)])), "IDs wrap"
+    assert [r["seq"] for r in _overtaken([fwd(2, 0), fwd(1, 65535)])] == [1]

@@ -110,7 +110,9 @@ Reordering (flow; reordered packet).  A relay hold whose forward record says
     sequence numbers - the frame is truth for the per-packet `reordered` tag.
     s2c: reordered downstream of the capture; visible only as SACKs that are
     filled without a retransmission. Both make the flow a `reordering` flow.
-    No other mechanism of the lab reorders (jitter keeps order per direction).
+    Jitter keeps order per direction, but a loaded machine's TUN queues
+    sometimes bring a sender's data to the relay out of send order (IPv4 ID
+    behind data already read, not a resend): counted the same (`_overtaken`).
 Policing (flow).  The relay's token bucket dropped >= 1 packet of the flow
     (reason `policer`). nftables policing (`policing_nft`) is only counted: if
     the counter is > 0 and the run had one flow it is that flow, otherwise
@@ -760,6 +762,31 @@ def _sampled_queue_ms(data: list, acks: list, one_way_ms: float, after_relay=Non
     return out
 
 
+def _overtaken(recs: list):
+    """The relay's forward records of data segments the receiver got after later data: the relay
+    held them and later data passed (`passed_by_data`), or the lab's own path (the TUN queues of a
+    loaded machine) brought them to the relay after data their sender numbered later (IPv4 ID:
+    Linux counts per connection), forwarded as read (a pool CI run, draw0016_clean: two server
+    segments read after the two sent after them, SACKed and filled with no resend)."""
+    newest: dict = {}
+    for r in recs:
+        if r.get("action") != "forward":
+            continue
+        if r.get("reordered"):
+            if r.get("passed_by_data", 0) > 0:
+                yield r
+            continue
+        ip_id = r.get("ip_id")
+        if not r.get("len") or ip_id is None:
+            continue
+        sender = (r["dir"], r["src"], r["sport"], r["dst"], r["dport"])
+        last = newest.get(sender)
+        if last is not None and 0 < (last - ip_id) & 0xFFFF < 0x8000:
+            yield r
+        else:
+            newest[sender] = ip_id
+
+
 def _policer_use(recs: list, flows: dict, police: dict | None) -> None:
     """Each policed flow's `policer_rate_used` from the relay's log: the IP bytes it forwarded
     between the flow's first and last policer drop (its arrival times at the relay) over the
@@ -843,18 +870,17 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
     reordered_frames: dict = {}
     held_downstream = []
     frame_of_rec = {id(t.rec): t.frame for lst in txs.values() for t in lst if t.rec is not None}
-    for r in recs:
-        if r.get("action") == "forward" and r.get("reordered") and r.get("passed_by_data", 0) > 0:
-            key = _flow_key(r["dir"], r["src"], r["sport"], r["dst"], r["dport"])
-            if key not in flows:
-                continue
-            flows[key].reordered[r["dir"]] += 1
-            if r["dir"] != out_dir:      # held before the capture: it arrives out of order there
-                fr = frame_of_rec.get(id(r))
-                if fr:
-                    reordered_frames[fr] = key
-            else:
-                held_downstream.append(r)
+    for r in _overtaken(recs):
+        key = _flow_key(r["dir"], r["src"], r["sport"], r["dst"], r["dport"])
+        if key not in flows:
+            continue
+        flows[key].reordered[r["dir"]] += 1
+        if r["dir"] != out_dir:      # held before the capture: it arrives out of order there
+            fr = frame_of_rec.get(id(r))
+            if fr:
+                reordered_frames[fr] = key
+        else:
+            held_downstream.append(r)
 
     # queueing delay (bufferbloat). Runs that log the drawn propagation delay (relay `prop_ms`)
     # measure it in every RTT sample, both legs (_sampled_queue_ms): every wait on the way (the
