@@ -375,6 +375,25 @@ fn feed_ts(
     })
 }
 
+/// A handshake captured at the client: the SYN at 0, the SYN-ACK and the client's ACK at 40 ms
+/// (client ISN `c`, server ISN `s`).
+fn handshake_at_client(c: u32, s: u32) -> TcpState {
+    let mut st = TcpState::default();
+    feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, None);
+    feed(&mut st, 1, 40, s, c + 1, TCP_SYN | A, 0, 65535, None);
+    feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, None);
+    st
+}
+
+/// The same with TCP timestamps: the client stamps 100 and 140, the server 900.
+fn handshake_at_client_ts(c: u32, s: u32) -> TcpState {
+    let mut st = TcpState::default();
+    feed_ts(&mut st, 0, 0, c, 0, TCP_SYN, 0, (100, 0));
+    feed_ts(&mut st, 1, 40, s, c + 1, TCP_SYN | A, 0, (900, 100));
+    feed_ts(&mut st, 0, 40, c + 1, s + 1, A, 0, (140, 900));
+    st
+}
+
 /// Randomized lab pool, draw0041_loss frames 887-1026: the client's ACK of the server's FIN is
 /// lost, the RTO resends the FIN, and the client's ACK of it echoes the first FIN's TSval (a
 /// duplicate FIN does not move TS.Recent, RFC 7323 §4.3): the first FIN had arrived, the resend
@@ -432,10 +451,7 @@ fn a_fin_resend_whose_ack_echoes_the_first_fin_is_spurious() {
 fn a_young_hole_fill_at_the_client_is_a_resend_when_stamped_later_or_during_repairs() {
     let (c, s) = (1_000u32, 5_000u32);
     let stamped = |tsval: u32| {
-        let mut st = TcpState::default();
-        feed_ts(&mut st, 0, 0, c, 0, TCP_SYN, 0, (100, 0));
-        feed_ts(&mut st, 1, 40, s, c + 1, TCP_SYN | A, 0, (900, 100));
-        feed_ts(&mut st, 0, 40, c + 1, s + 1, A, 0, (140, 900));
+        let mut st = handshake_at_client_ts(c, s);
         feed_ts(&mut st, 0, 41, c + 1, s + 1, PA, 100, (141, 900));
         for i in [0u32, 2, 3] {
             feed_ts(&mut st, 1, 81, s + 1 + 1000 * i, c + 101, PA, 1000, (941, 141));
@@ -450,10 +466,7 @@ fn a_young_hole_fill_at_the_client_is_a_resend_when_stamped_later_or_during_repa
     assert!(cause(&resend).is_some());
 
     let unstamped = |repairing: bool| {
-        let mut st = TcpState::default();
-        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, None);
-        feed(&mut st, 1, 40, s, c + 1, TCP_SYN | A, 0, 65535, None);
-        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, None);
+        let mut st = handshake_at_client(c, s);
         feed(&mut st, 0, 41, c + 1, s + 1, PA, 100, 65535, None);
         for i in (0u32..4).filter(|&i| i != 1 || !repairing) {
             feed(&mut st, 1, 81, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
@@ -507,10 +520,7 @@ fn a_hole_reported_by_an_overtaken_ack_is_no_reordering() {
 fn a_fin_resend_the_receiver_dsacks_is_spurious() {
     let (c, s) = (1_000u32, 5_000u32);
     let run = |dsack: bool| {
-        let mut st = TcpState::default();
-        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, None);
-        feed(&mut st, 1, 40, s, c + 1, TCP_SYN | A, 0, 65535, None);
-        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, None); // the capture is at the client
+        let mut st = handshake_at_client(c, s);
         feed(&mut st, 0, 41, c + 1, s + 1, TCP_FIN | A, 0, 65535, None);
         let resend = feed(&mut st, 0, 300, c + 1, s + 1, TCP_FIN | A, 0, 65535, None);
         assert_eq!(cause(&resend), Some("rto"));
@@ -551,10 +561,7 @@ fn a_fin_resend_proved_by_the_echo_and_a_dsack_counts_once() {
         })
     };
     for dsack_first in [false, true] {
-        let mut st = TcpState::default();
-        feed_ts(&mut st, 0, 0, c, 0, TCP_SYN, 0, (100, 0));
-        feed_ts(&mut st, 1, 40, s, c + 1, TCP_SYN | A, 0, (900, 100));
-        feed_ts(&mut st, 0, 40, c + 1, s + 1, A, 0, (140, 900)); // the capture is at the client
+        let mut st = handshake_at_client_ts(c, s);
         feed_ts(&mut st, 0, 41, c + 1, s + 1, TCP_FIN | A, 0, (141, 900));
         let resend = feed_ts(&mut st, 0, 300, c + 1, s + 1, TCP_FIN | A, 0, (400, 900));
         assert_eq!(cause(&resend), Some("rto"));
