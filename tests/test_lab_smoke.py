@@ -459,6 +459,31 @@ def test_truth_rack_orders_segments_sent_in_one_microsecond_by_sequence():
     assert cause == "fast", why
 
 
+def test_truth_a_backed_off_timeout_moves_the_recovery_point():
+    """Every timeout re-enters loss state with the recovery point at the highest byte sent
+    (Linux's tcp_enter_loss sets high_seq = snd_nxt each time). Data sent after the first
+    timeout and lost is go-back-N after the second, even once the first timeout's recovery point
+    is acknowledged (CI pool draw0014: its resend right after that ACK was taken for a fast
+    retransmit)."""
+    from tests.lab.truth import Tx, _Sender
+    flow = ("198.18.1.2", 40000, "198.18.2.2", 8443)
+    s = _Sender(tlp_enabled=False, react_ns=5_000_000)
+    ms = 1_000_000
+
+    def seg(t_ms, off):
+        return Tx("s2c", flow, t_ms * ms, off, 1, "A", 1000, off=off)
+    for k in range(2):
+        assert s.on_send(seg(0, k * 1000)) is None
+    assert s.on_send(seg(300, 0))[:2] == ("rto", "timeout")        # recovery point 2000
+    s.on_ack(330 * ms, 1000, [], pure=True)
+    assert s.on_send(seg(330, 1000))[:2] == ("rto", "loss_state")
+    assert s.on_send(seg(330, 2000)) is None                        # new data, lost
+    assert s.on_send(seg(900, 1000))[:2] == ("rto", "backoff")      # recovery point 3000
+    s.on_ack(930 * ms, 2000, [], pure=True)                          # the first point, acked
+    cause, sub, why = s.on_send(seg(930, 2000))
+    assert (cause, sub) == ("rto", "loss_state"), why
+
+
 def test_truth_tail_revealed_by_a_later_delivered_send_is_not_timer_only():
     """A lost tail whose first repair came after the sender learned that something it sent later
     was delivered (an earlier hole's timer resend, pool draw0035) is not a tail only a timer could

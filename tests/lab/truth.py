@@ -57,7 +57,8 @@ Retransmission cause (per retransmitted segment; data or FIN, not SYN).
       ACK just before: a timer fired. Enters loss state; every further
       retransmission below the recovery point while in loss state is also
       `rto` (Linux's go-back-N after a timeout, TCPSlowStartRetrans), and a
-      retransmission after another silence is a backed-off RTO.
+      retransmission after another silence is a backed-off RTO, which moves
+      the recovery point to the highest byte sent (tcp_enter_loss).
     * `tlp`: a timer-driven retransmission of the *highest* segment sent, in
       open state (no SACK/dupACK evidence - Linux only arms the probe in
       Open/CWR), the first of its episode, on a host whose
@@ -599,7 +600,11 @@ class _Sender:
         if self.mode == "loss" and off < self.recovery_point:
             if (gap_ack is not None and gap_ack <= self.react_ns) or not can_rto:
                 return "rto", "loss_state", why + ": retransmission in loss state (after a timeout)"
-            self.rto_armed_ns = t.t_ns
+            # every timeout re-enters loss state: Linux's tcp_enter_loss sets high_seq = snd_nxt
+            # again, so data sent since the first timeout is go-back-N too (CI pool draw0014: the
+            # first timeout's recovery point was acked, and the resend of data sent after it, right
+            # after that ACK, was taken for a fast retransmit)
+            self.rto_armed_ns, self.recovery_point = t.t_ns, self.snd_nxt
             return "rto", "backoff", why + ": backed-off timeout"
         # RACK's reorder timer (RFC 8985 6.3) also fires ~RTT + reo_wnd after the *last send*, which
         # can be well after the evidence ACK; but an RTO cannot fire before tcp_rto_min has passed.
