@@ -10,46 +10,54 @@ use crate::seq_number::SeqNumber;
 use crate::tags;
 use tailscope_parsers::tls_record::{SegmentRecords, ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE};
 
-/// What struck inside a query and what it cost.
-#[derive(Debug, Clone, Default)]
-pub struct Charges {
-    /// (signature, delay) in the order they struck; one entry per occurrence.
-    pub items: Vec<(&'static str, i64)>,
-    /// Per item: the repair of a loss of the server's data (a policer's drop, if the flow was policed).
-    server_loss: Vec<bool>,
-    /// Per item: the resend it was charged for (client's?, sequence number), so that a later proof
-    /// that the resend was spurious (a D-SACK, an older echoed TSval) relabels it.
-    resend: Vec<Option<(bool, u32)>>,
+/// One signature that struck inside a query and what it cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Charge {
+    sig: &'static str,
+    delay_ns: i64,
+    /// The repair of a loss of the server's data (a policer's drop, if the flow was policed).
+    server_loss: bool,
+    /// The resend it was charged for (client's?, sequence number), so that a later proof that the
+    /// resend was spurious (a D-SACK, an older echoed TSval) relabels it.
+    resend: Option<(bool, u32)>,
 }
 
+/// What struck inside a query and what it cost, in the order it struck; one charge per occurrence.
+#[derive(Debug, Clone, Default)]
+pub struct Charges(Vec<Charge>);
+
 impl Charges {
+    /// (signature, delay) of each charge, in the order they struck.
+    pub fn items(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
+        self.0.iter().map(|c| (c.sig, c.delay_ns))
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
     fn add(&mut self, sig: &'static str, delay: i64) {
-        self.items.push((sig, delay));
-        self.server_loss.push(false);
-        self.resend.push(None);
+        self.0.push(Charge { sig, delay_ns: delay, server_loss: false, resend: None });
     }
     /// A retransmission's charge; `server_loss` when it repaired a loss of the server's data.
     fn add_resend(&mut self, sig: &'static str, delay: i64, server_loss: bool, resend: (bool, u32)) {
-        self.items.push((sig, delay));
-        self.server_loss.push(server_loss);
-        self.resend.push(Some(resend));
+        self.0.push(Charge { sig, delay_ns: delay, server_loss, resend: Some(resend) });
     }
     /// The resend (client's?, sequence number) charged here was spurious: its charge says so
     /// now, and it repaired no loss. Returns whether this exchange held it.
     fn prove_spurious(&mut self, resend: (bool, u32)) -> bool {
-        let Some(i) = self.resend.iter().rposition(|r| *r == Some(resend)) else {
+        let Some(c) = self.0.iter_mut().rev().find(|c| c.resend == Some(resend)) else {
             return false;
         };
-        self.items[i].0 = "spurious_retransmission";
-        self.server_loss[i] = false;
-        self.resend[i] = None;
+        *c = Charge { sig: "spurious_retransmission", server_loss: false, resend: None, ..*c };
         true
     }
     /// One charge per episode: repeats of a SYN or SYN-ACK each measure from the first copy, so
     /// the latest repeat's delay is the episode's whole cost.
     fn set_episode(&mut self, sig: &'static str, delay: i64) {
-        match self.items.iter_mut().find(|(s, _)| *s == sig) {
-            Some(item) => item.1 = item.1.max(delay),
+        match self.0.iter_mut().find(|c| c.sig == sig) {
+            Some(c) => c.delay_ns = c.delay_ns.max(delay),
             None => self.add(sig, delay),
         }
     }
@@ -59,9 +67,16 @@ impl Charges {
     }
     /// Another exchange's charges become this one's (a TLS handshake's, for the first request).
     fn absorb(&mut self, other: Charges) {
-        self.items.extend(other.items);
-        self.server_loss.extend(other.server_loss);
-        self.resend.extend(other.resend);
+        self.0.extend(other.0);
+    }
+    /// A policed flow's repairs of lost server data were the policer's drops.
+    fn blame_policer(&mut self) {
+        for c in self.0.iter_mut().filter(|c| c.server_loss) {
+            c.sig = "policing";
+        }
+    }
+    fn any_server_loss(&self) -> bool {
+        self.0.iter().any(|c| c.server_loss)
     }
 }
 
@@ -523,11 +538,7 @@ impl QueryTracker {
     ) {
         for q in self.done.iter_mut() {
             if policed {
-                for (item, loss) in q.charges.items.iter_mut().zip(&q.charges.server_loss) {
-                    if *loss {
-                        item.0 = "policing";
-                    }
-                }
+                q.charges.blame_policer();
             }
             if let (true, Some(base)) = (bufferbloat, base_rtt_ns) {
                 let setup = if q.index == 0 { handshake_rtt_ns } else { None };
@@ -564,7 +575,7 @@ pub const MAX_HELD_QUERIES: usize = 1024;
 /// sample under `QUEUE_MIN_NS` can never be charged. The first query is always held: its setup
 /// is charged against the handshake RTT, which may not be known yet.
 fn settled(q: &Query) -> bool {
-    q.index != 0 && !q.charges.server_loss.contains(&true) && q.response_rtt_ns.is_none_or(|r| r < QUEUE_MIN_NS)
+    q.index != 0 && !q.charges.any_server_loss() && q.response_rtt_ns.is_none_or(|r| r < QUEUE_MIN_NS)
 }
 
 /// The client's next request acknowledges the previous response: its own ACK was lost (or
@@ -616,7 +627,7 @@ fn delivered(q: &Query, ack_ts: i64, end: u32, rtt_min: Option<i64>) -> i64 {
 
 fn charge(q: &mut Query, s: &Seen) {
     let delay = s.retx_delay_ns.unwrap_or(0);
-    let charges = q.charges.items.len();
+    let charges = q.charges.len();
     if s.retx_delay_ns.is_some() && s.tags & (tags::SYN_RETRANSMISSION | tags::SYNACK_RETRANSMISSION) == 0 {
         q.retransmissions += 1;
         let sig = if s.tags & tags::TAIL_LOSS != 0 || s.tail_episode {
@@ -641,7 +652,7 @@ fn charge(q: &mut Query, s: &Seen) {
     if s.tags & tags::ZERO_WINDOW != 0 {
         q.charges.add("zero_window", 0);
     }
-    if q.charges.items.len() > charges {
+    if q.charges.len() > charges {
         q.last_charge_ns = Some(s.ts_ns);
     }
 }
@@ -800,7 +811,7 @@ mod tests {
         assert_eq!((q.index, q.request_bytes, q.response_bytes), (0, 200, 1000));
         assert!(q.request_retransmitted && q.complete());
         assert_eq!((q.start_ns, q.end_ns()), (300 * MS, 350 * MS));
-        assert_eq!(q.charges.items, vec![("rto", 200 * MS)]);
+        assert_eq!(q.charges.items().collect::<Vec<_>>(), vec![("rto", 200 * MS)]);
     }
 
     /// The server's tail resend (charged as tail loss when it left) is proved spurious by the
@@ -821,8 +832,8 @@ mod tests {
         t.observe(&seen(true, 600, 201, 100, true, 1001));
         t.close();
         let q = &t.done[0];
-        assert_eq!(q.charges.items, vec![("spurious_retransmission", 200 * MS)]);
-        assert_eq!(q.charges.server_loss, vec![false]);
+        assert_eq!(q.charges.items().collect::<Vec<_>>(), vec![("spurious_retransmission", 200 * MS)]);
+        assert!(!q.charges.any_server_loss());
     }
 
     /// Lab scenario request_resent: a request's first segment is lost before the capture, the

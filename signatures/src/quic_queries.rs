@@ -455,8 +455,8 @@ mod tests {
         response(&mut q, 47 + 110, 1, 1200);
         client(&mut q, 200, 33);
         q.close(rtt(&q));
-        let c = &q.ready[0].charges.items;
-        assert_eq!(c, &vec![("quic_pto_stall", 110 * MS)]);
+        let c: Vec<_> = q.ready[0].charges.items().collect();
+        assert_eq!(c, vec![("quic_pto_stall", 110 * MS)]);
         assert_eq!(q.stalls, 1);
     }
 
@@ -469,7 +469,7 @@ mod tests {
         client(&mut q, 140, 33);
         response(&mut q, 140, 10, 1200);
         q.close(rtt(&q));
-        assert!(q.ready[0].charges.items.is_empty());
+        assert!(q.ready[0].charges.is_empty());
     }
 
     #[test]

@@ -100,15 +100,15 @@ pub fn queries_batch<'a>(rows: impl Iterator<Item = (i64, &'a Query)>, capture_i
     )));
     for (_, q) in &qs {
         let values = delays.values();
-        for (sig, d) in &q.charges.items {
+        for (sig, d) in q.charges.items() {
             values.field_builder::<StringBuilder>(0).unwrap().append_value(sig);
-            values.field_builder::<Int64Builder>(1).unwrap().append_value(*d);
+            values.field_builder::<Int64Builder>(1).unwrap().append_value(d);
             values.append(true);
         }
         delays.append(true);
     }
     let sigs = |q: &Query| -> Vec<&str> {
-        let mut v: Vec<&str> = q.charges.items.iter().map(|(s, _)| *s).collect();
+        let mut v: Vec<&str> = q.charges.items().map(|(s, _)| s).collect();
         v.sort_unstable();
         v.dedup();
         v
@@ -136,7 +136,7 @@ pub fn queries_batch<'a>(rows: impl Iterator<Item = (i64, &'a Query)>, capture_i
         string_lists(qs.iter().map(|(_, q)| sigs(q))),
         Arc::new(delays.finish()),
         Arc::new(Int64Array::from_iter_values(
-            qs.iter().map(|(_, q)| q.charges.items.iter().fold(0i64, |sum, (_, d)| sum.saturating_add(*d))),
+            qs.iter().map(|(_, q)| q.charges.items().fold(0i64, |sum, (_, d)| sum.saturating_add(d))),
         )),
     ];
     Some(RecordBatch::try_new(query_schema(), columns).expect("query columns match the schema"))
