@@ -24,7 +24,12 @@ fn feed(
     ip_id: Option<u32>,
 ) -> Analysis {
     let tcp = TcpInfo { seq, ack, flags, window, header_len: 20, ..TcpInfo::default() };
-    st.analyze(&PacketIn { dir, ts_ns: ms * MS, tcp: &tcp, seglen: len, ip_id, peer_window_shift: None, payload: &[] })
+    analyze(st, dir, ms * MS, &tcp, len, ip_id)
+}
+
+/// One packet whose TCP header the caller built (its options, say), at `ts_ns`.
+fn analyze(st: &mut TcpState, dir: usize, ts_ns: i64, tcp: &TcpInfo, seglen: u32, ip_id: Option<u32>) -> Analysis {
+    st.analyze(&PacketIn { dir, ts_ns, tcp, seglen, ip_id, peer_window_shift: None, payload: &[] })
 }
 
 /// A handshake at 0-40 ms (client ISN `c`, server ISN `s`) and a 100-byte request at 41 ms.
@@ -161,15 +166,7 @@ fn late_recorded_original_is_no_retransmission() {
     let mut st = TcpState::default();
     let at = |st: &mut TcpState, dir: usize, t_us: i64, seq: u32, ack: u32, flags: u16, len: u32| {
         let tcp = TcpInfo { seq, ack, flags, window: 8192, header_len: 20, ..TcpInfo::default() };
-        st.analyze(&PacketIn {
-            dir,
-            ts_ns: t_us * 1_000,
-            tcp: &tcp,
-            seglen: len,
-            ip_id: None,
-            peer_window_shift: None,
-            payload: &[],
-        })
+        analyze(st, dir, t_us * 1_000, &tcp, len, None)
     };
     at(&mut st, 0, 0, c, 0, TCP_SYN, 0);
     at(&mut st, 1, 12, s, c + 1, TCP_SYN | A, 0);
@@ -251,15 +248,7 @@ fn feed_sack(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, sack: &
         tcp.sack[i] = *b;
     }
     tcp.sack_count = sack.len() as u8;
-    st.analyze(&PacketIn {
-        dir,
-        ts_ns: ms * MS,
-        tcp: &tcp,
-        seglen: 0,
-        ip_id: None,
-        peer_window_shift: None,
-        payload: &[],
-    })
+    analyze(st, dir, ms * MS, &tcp, 0, None)
 }
 
 /// Randomized lab pool, draw0059_short_loss: a response loses its third segment and its last;
@@ -364,15 +353,7 @@ fn feed_ts(
     ts: (u32, u32),
 ) -> Analysis {
     let tcp = TcpInfo { seq, ack, flags, window: 65535, header_len: 32, ts: Some(ts), ..TcpInfo::default() };
-    st.analyze(&PacketIn {
-        dir,
-        ts_ns: ms * MS,
-        tcp: &tcp,
-        seglen: len,
-        ip_id: None,
-        peer_window_shift: None,
-        payload: &[],
-    })
+    analyze(st, dir, ms * MS, &tcp, len, None)
 }
 
 /// A handshake captured at the client: the SYN at 0, the SYN-ACK and the client's ACK at 40 ms
@@ -550,15 +531,7 @@ fn a_fin_resend_proved_by_the_echo_and_a_dsack_counts_once() {
             tcp.sack[0] = (c + 1, c + 2);
             tcp.sack_count = 1;
         }
-        st.analyze(&PacketIn {
-            dir: 1,
-            ts_ns: ms * MS,
-            tcp: &tcp,
-            seglen: 0,
-            ip_id: None,
-            peer_window_shift: None,
-            payload: &[],
-        })
+        analyze(st, 1, ms * MS, &tcp, 0, None)
     };
     for dsack_first in [false, true] {
         let mut st = handshake_at_client_ts(c, s);
