@@ -125,6 +125,17 @@ impl Pathology {
         }
     }
 
+    /// A client ACK left room for a segment in its window: the hold ends now, whether or not
+    /// the server has more to send (judged on the server's sends alone, a window full at the end
+    /// of a response counted on through the client's think time).
+    pub fn window_opened(&mut self, now: i64, bif: u32, rwnd: u64, mss: u32) {
+        if u64::from(bif) + u64::from(mss.max(1)) <= rwnd {
+            if let Some(since) = self.rwnd_limited_since.take() {
+                self.rwnd_limited_ns += now - since;
+            }
+        }
+    }
+
     /// Whether the client's window holds the server now (as of its latest send).
     pub fn rwnd_limited(&self) -> bool {
         self.rwnd_limited_since.is_some()

@@ -258,6 +258,9 @@ pub struct QueryTracker {
     /// SYN-ACK, for the first query.
     pending_tls_start: Option<i64>,
     handshake_done: Option<i64>,
+    /// A request whose bytes only a resend brought showed first as a hole at this time: its
+    /// query starts there.
+    request_since: Option<i64>,
     /// The flow's latest RTT sample towards the client.
     last_rtt_ns: Option<i64>,
 }
@@ -403,14 +406,14 @@ impl QueryTracker {
                 }
                 let mut q = Query {
                     index: self.next_index,
-                    start_ns: s.ts_ns,
+                    start_ns: self.request_since.take().map_or(s.ts_ns, |t| t.min(s.ts_ns)),
                     request_retransmitted: resent_request,
                     tls_handshake: part == TlsPart::Handshake,
                     ..Query::default()
                 };
                 self.next_index += 1;
                 if q.index == 0 {
-                    q.setup_ns = self.first_syn_ns.map(|t| (s.ts_ns - t).max(0));
+                    q.setup_ns = self.first_syn_ns.map(|t| (q.start_ns - t).max(0));
                     q.tls_start_ns = self.pending_tls_start.take();
                     q.handshake_done_ns = self.handshake_done;
                 }
@@ -419,6 +422,7 @@ impl QueryTracker {
                 self.current = Some(q);
             }
         }
+        self.request_since = None;
         let Some(q) = self.current.as_mut() else {
             self.charge_setup(s);
             return;
@@ -445,7 +449,9 @@ impl QueryTracker {
             if let (Some(ack), Some(end), Some(begin), true) =
                 (s.ack, q.response_end_seq, q.response_start_seq, unacked)
             {
-                if SeqNumber(ack).at_or_after(end) {
+                // A zero window acknowledging all sent so far holds the rest of the response
+                // (a slow reader): it delivers nothing yet, and is charged.
+                if SeqNumber(ack).at_or_after(end) && s.tags & tags::ZERO_WINDOW == 0 {
                     q.acked_ns = Some(delivered(q, s.ts_ns, end, s.rtt_min_ns));
                 } else if SeqNumber(ack).after(begin) && q.acks.latest.is_none_or(|(_, a)| SeqNumber(ack).after(a)) {
                     q.acks.first.get_or_insert((s.ts_ns, ack));
@@ -520,14 +526,25 @@ impl QueryTracker {
         }
         // A resend filling a hole in the request the capture saw skipped: those bytes' first copy
         // was lost before it, so none was counted (lab scenario request_resent: a 5 kB request
-        // missing one segment counted 3,552 bytes). Only into a query still waiting for its
-        // response (the server answers once all of the request arrived) whose request skipped
-        // them (the hole opened since it started), less what the server's ACK already counted.
-        let awaiting = self.current.as_ref().filter(|q| q.first_byte_ns.is_none()).map(|q| q.start_ns);
-        if let (Some(since), Some((opened, n)), Some(_)) = (awaiting, s.hole, s.retx_delay_ns) {
+        // missing one segment counted 3,552 bytes). Into a query still waiting for its response
+        // (the server answers once all of the request arrived) whose request skipped them (the
+        // hole opened since it started); or, when the hole opened before any request or after
+        // the last response began, a request of its own, lost whole before the capture (the
+        // first held-out set: a 34-byte first request after a lost SYN-ACK, its hole shown by the
+        // client's next ACK, resent 2.7 s later) - its query starts when the hole showed. Less
+        // what the server's ACK already counted.
+        if let (Some((opened, n)), Some(_)) = (s.hole, s.retx_delay_ns) {
+            let since = match self.current.as_ref() {
+                None => Some(i64::MIN),
+                Some(q) if q.first_byte_ns.is_none() => Some(q.start_ns),
+                Some(q) => q.first_byte_ns,
+            };
             let hole = (s.seq, s.seq.wrapping_add(n));
             let counted = self.acked_unseen.map_or(0, |(a, b)| overlap(hole, (a, b)));
-            if opened >= since && n > counted {
+            if since.is_some_and(|t| opened >= t) && n > counted {
+                if self.current.as_ref().is_none_or(|q| q.first_byte_ns.is_some()) {
+                    self.request_since = Some(opened);
+                }
                 return (n - counted, true);
             }
         }
@@ -984,6 +1001,30 @@ mod tests {
         let q = &t.done[0];
         assert_eq!(q.end_ns(), 440 * MS, "the resend + the minimum RTT, not the last new byte's");
         assert_eq!(t.done[1].index, 1);
+    }
+
+    /// A slow reader: its zero window acknowledges everything sent so far, the server waits
+    /// until the window opens and sends the rest. The query was held by the window, not over.
+    #[test]
+    fn a_zero_window_holds_the_response_it_acknowledges() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&seen(true, 50, 100, 100, true, 500));
+        t.observe(&seen(false, 60, 500, 1000, true, 200));
+        let zero = Seen { tags: tags::ZERO_WINDOW, ..seen(true, 100, 200, 0, false, 1500) };
+        t.observe(&zero);
+        let probe = seen(false, 400, 1499, 1, false, 200);
+        t.observe(&Seen { rwnd_limited: true, tags: tags::ZERO_WINDOW_PROBE, retx_delay_ns: None, ..probe });
+        t.observe(&seen(true, 5_000, 200, 0, false, 1500)); // the window opens
+        t.observe(&seen(false, 5_001, 1500, 1000, true, 200));
+        t.observe(&seen(true, 5_041, 200, 0, false, 2500));
+        t.close();
+        assert_eq!(t.done.len(), 1);
+        let q = &t.done[0];
+        assert_eq!((q.response_bytes, q.end_ns()), (2000, 5_041 * MS));
+        assert!(q.charges.items().any(|(sig, _)| sig == "zero_window"));
+        let b = crate::budget::budget(q);
+        assert_eq!(b.get(crate::budget::Part::RwndLimited), 4_901 * MS, "from the zero window to the next send");
     }
 
     #[test]

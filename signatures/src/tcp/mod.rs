@@ -110,7 +110,12 @@ pub struct TcpState {
     pub path: Pathology,
     pub verdicts: Verdicts,
     pub queries: QueryTracker,
+    /// The server's segment size: its largest segment, but never above the MSS the client's SYN
+    /// offered (a capture taken above TSO/GSO shows super-segments of up to 64 kB).
     server_mss: u32,
+    client_syn_mss: Option<u32>,
+    /// The client's window scale, as the server's sends apply it.
+    client_window_shift: Option<u8>,
 }
 
 /// `window_shift` is the flow's window scale for the packet's direction, when known.
@@ -199,6 +204,7 @@ impl TcpState {
         if s.flags & TCP_ACK != 0 {
             self.process_ack(&s, &mut out);
         }
+        self.client_window(&s);
         self.timestamp_echo(&s, &mut out);
         self.note_handshake_progress(&s);
         // What the flow and query tables take from this packet.
@@ -212,6 +218,27 @@ impl TcpState {
         }
         out.tags = ta;
         out
+    }
+
+    /// What a client's ACK says of the server's window: room for a segment ends the hold.
+    fn client_window(&mut self, s: &Segment<'_>) {
+        if s.dir != 0 {
+            return;
+        }
+        if s.flags & TCP_SYN != 0 {
+            self.client_syn_mss = s.tcp.mss.map(u32::from).or(self.client_syn_mss);
+            return;
+        }
+        if s.flags & TCP_ACK == 0 {
+            return;
+        }
+        let server = &self.dir[1];
+        if let (Some(shift), true) = (self.client_window_shift, server.high != 0) {
+            let bif = server.high.wrapping_sub(s.ack);
+            if bif < 1 << 30 {
+                self.path.window_opened(s.now, bif, u64::from(s.window) << shift, self.server_mss);
+            }
+        }
     }
 
     fn report_to_queries(&mut self, s: &Segment<'_>, ta: u32, out: &Analysis, judged: &retransmission::Judged) {

@@ -31,7 +31,8 @@ impl TcpState {
             }
             // Every transmission, retransmissions included, spends a policer's tokens.
             tx_idx = self.path.sent(now, seglen);
-            self.server_mss = self.server_mss.max(seglen);
+            self.server_mss = self.server_mss.max(seglen).min(self.client_syn_mss.unwrap_or(u32::MAX));
+            self.client_window_shift = s.peer_window_shift.or(self.client_window_shift);
             let rwnd = s.peer_window_shift.map(|shift| u64::from(rev.window) << shift);
             self.path.window_state(now, bif, rwnd, self.server_mss);
         } else if s.dir == 0 && seglen > 0 {

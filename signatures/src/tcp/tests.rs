@@ -554,3 +554,89 @@ fn a_fin_resend_proved_by_the_echo_and_a_dsack_counts_once() {
         assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (0, 1), "dsack first: {dsack_first}");
     }
 }
+
+/// The first held-out set: after a lost SYN-ACK, the client's first request (34 bytes) was lost
+/// before the capture; its next ACK carried the sequence past it (a hole the capture saw), the
+/// resend came 2.7 s later, and the server answered. That exchange is a query, its start the
+/// first sign of the request (the ACK past the hole), flagged as first seen in a resend.
+#[test]
+fn a_request_lost_before_the_capture_with_its_hole_seen_is_a_query() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = TcpState::default();
+    feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, None);
+    feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, None);
+    feed(&mut st, 1, 1_000, s, c + 1, TCP_SYN | A, 0, 65535, None); // the SYN-ACK again
+    feed(&mut st, 0, 1_040, c + 1, s + 1, A, 0, 65535, None);
+    // The 34-byte request (c+1..c+35) lost before the capture; an ACK past it.
+    feed(&mut st, 0, 1_300, c + 35, s + 1, A, 0, 65535, None);
+    let resend = feed(&mut st, 0, 4_000, c + 1, s + 1, PA, 34, 65535, None);
+    assert!(resend.retx_delay_ns.is_some());
+    feed(&mut st, 1, 4_010, s + 1, c + 35, PA, 1000, 65535, None);
+    feed(&mut st, 1, 4_011, s + 1001, c + 35, PA, 1000, 65535, None);
+    feed(&mut st, 0, 4_050, c + 35, s + 2001, A, 0, 65535, None);
+    // The next request, and its response.
+    feed(&mut st, 0, 5_000, c + 35, s + 2001, PA, 50, 65535, None);
+    feed(&mut st, 1, 5_010, s + 2001, c + 85, PA, 500, 65535, None);
+    feed(&mut st, 0, 5_050, c + 85, s + 2501, A, 0, 65535, None);
+    st.finish(6_000 * MS);
+    let qs: Vec<_> = st.queries.done.iter().map(|q| (q.index, q.request_bytes, q.response_bytes)).collect();
+    assert_eq!(qs, vec![(0, 34, 2000), (1, 50, 500)]);
+    let q = &st.queries.done[0];
+    assert!(q.request_retransmitted);
+    assert_eq!(q.start_ns, 1_300 * MS, "the ACK past the hole is the request's first sign");
+    assert!(q.charges.items().any(|(sig, _)| sig == "synack_loss"));
+    assert!(!st.queries.done[1].charges.items().any(|(sig, _)| sig == "synack_loss"));
+}
+
+/// One packet with the peer's window scale known (`shift`), as a session passes it.
+fn feed_scaled(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, flags: u16, len: u32, window: u16) {
+    let tcp = TcpInfo { seq, ack, flags, window, header_len: 20, ..TcpInfo::default() };
+    st.analyze(&PacketIn {
+        dir,
+        ts_ns: ms * MS,
+        tcp: &tcp,
+        seglen: len,
+        ip_id: None,
+        peer_window_shift: Some(0),
+        payload: &[],
+    });
+}
+
+/// A response that fills the client's 4,000-byte window and ends; the client acknowledges it
+/// all with its window open again, then thinks for 10 s. The server was held by the window
+/// from the send that filled it to that ACK, not through the think time (the kernel's
+/// receiver-limited time stops when the window opens).
+#[test]
+fn a_window_full_at_the_end_of_a_response_ends_with_the_ack_that_opens_it() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = handshake_and_request(c, s);
+    feed_scaled(&mut st, 1, 50, s + 1, c + 101, PA, 1000, 65535);
+    feed_scaled(&mut st, 0, 60, c + 101, s + 1, A, 0, 4000);
+    feed_scaled(&mut st, 1, 100, s + 1001, c + 101, PA, 2000, 65535);
+    feed_scaled(&mut st, 1, 100, s + 3001, c + 101, PA, 1000, 65535); // fills the window
+    assert!(st.path.rwnd_limited());
+    feed_scaled(&mut st, 0, 140, c + 101, s + 4001, A, 0, 4000);
+    assert!(!st.path.rwnd_limited(), "the ACK opened the window");
+    feed_scaled(&mut st, 0, 10_140, c + 101, s + 4001, PA, 100, 4000); // the next request
+    st.finish(10_200 * MS);
+    assert_eq!(st.path.rwnd_limited_ns, 40 * MS);
+}
+
+/// A capture above TSO/GSO: the server's 20,000-byte super-segments are no MSS. Against the
+/// client's 64,000-byte window two of them in flight leave room for more wire-size segments
+/// (the client's SYN offered an MSS of 1,460): the window does not hold the server.
+#[test]
+fn a_tso_super_segment_is_not_the_mss() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = TcpState::default();
+    let syn = TcpInfo { seq: c, flags: TCP_SYN, window: 65535, header_len: 24, mss: Some(1460), ..TcpInfo::default() };
+    analyze(&mut st, 0, 0, &syn, 0, None);
+    feed_scaled(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535);
+    feed_scaled(&mut st, 0, 40, c + 1, s + 1, A, 0, 64000);
+    feed_scaled(&mut st, 0, 41, c + 1, s + 1, PA, 100, 64000);
+    feed_scaled(&mut st, 1, 50, s + 1, c + 101, PA, 20_000, 65535);
+    feed_scaled(&mut st, 1, 50, s + 20_001, c + 101, PA, 20_000, 65535);
+    feed_scaled(&mut st, 1, 50, s + 40_001, c + 101, PA, 20_000, 65535);
+    assert!(!st.path.rwnd_limited(), "60,000 + 1,460 bytes fit a 64,000-byte window");
+    assert_eq!(st.server_mss, 1460);
+}
