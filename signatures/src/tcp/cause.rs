@@ -15,15 +15,21 @@ const RTO_SHARE: f64 = 0.75;
 /// A tail loss probe fires no earlier than about this many smoothed RTTs after the last send.
 const TLP_MIN_SRTTS: f64 = 1.0;
 
-/// Whether the sender's retransmission timer has run out by `now` (and how long it has run): it
-/// restarts at every send and at every ACK that advances.
+/// Whether the sender's retransmission timer has run out by `now`, and how long the sender has
+/// been silent: the timer restarts at every ACK that advances and at a send that re-arms it
+/// (`DirSeq::rto_armed_ts`: not new data sent while older data is outstanding, as Linux); the
+/// silence at every send.
 pub(super) fn timer_fired(fwd: &DirSeq, rev: &DirSeq, now: i64) -> (bool, i64) {
-    let timer_start = match (fwd.last_send_ts, rev.last_advance_ts) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
+    let since = |sent: Option<i64>| {
+        let start = match (sent, rev.last_advance_ts) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        start.map_or(i64::MAX, |t| now - t)
     };
-    let gap = timer_start.map_or(i64::MAX, |t| now - t);
-    (gap as f64 >= RTO_SHARE * fwd.est.rto() as f64, gap)
+    // The retransmission timer runs from its last arming; the silence a loss probe waits for,
+    // from the last send of any kind.
+    (since(fwd.rto_armed_ts) as f64 >= RTO_SHARE * fwd.est.rto() as f64, since(fwd.last_send_ts))
 }
 
 /// The cause of one retransmission (exactly one RETX_* bit).

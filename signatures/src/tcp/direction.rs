@@ -61,6 +61,12 @@ pub struct DirSeq {
     /// Highest right edge of the SACK blocks in this direction's latest ACK.
     pub(super) sack_high: Option<u32>,
     pub(super) last_send_ts: Option<i64>,
+    /// When the sender's retransmission timer was last (re)armed by a send: a send with nothing
+    /// outstanding, or a resend of the oldest outstanding byte. Linux does not re-arm it for new
+    /// data sent while older data is outstanding (tcp_event_new_data_sent re-arms only when
+    /// nothing was in flight; tcp_xmit_retransmit_queue when it resends the head); ACKs that
+    /// advance re-arm it too (`last_advance_ts` of the peer).
+    pub(super) rto_armed_ts: Option<i64>,
     /// Data this direction sends, acked by the other: its RTO estimate and samples.
     pub est: Estimator,
     pub rtt: Samples,
@@ -131,6 +137,7 @@ impl Default for DirSeq {
             segments: VecDeque::new(),
             sack_high: None,
             last_send_ts: None,
+            rto_armed_ts: None,
             est: Estimator::default(),
             rtt: Samples::default(),
             recovery: None,

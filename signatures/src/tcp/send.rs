@@ -60,6 +60,10 @@ impl TcpState {
         }
         if seglen > 0 || s.syn_fin {
             fwd.last_send_ts = Some(now);
+            let idle = fwd.high == 0 || rev.lastack == 0 || !SeqNumber(rev.lastack).before(fwd.high);
+            if idle || seq == rev.lastack || fwd.rto_armed_ts.is_none() {
+                fwd.rto_armed_ts = Some(now);
+            }
         }
         if (fwd.nextseq == 0 || SeqNumber(nextseq).after(fwd.nextseq)) && ta & ZERO_WINDOW_PROBE == 0 && !bare_rst {
             fwd.nextseq = nextseq;

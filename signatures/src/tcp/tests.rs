@@ -640,3 +640,44 @@ fn a_tso_super_segment_is_not_the_mss() {
     assert!(!st.path.rwnd_limited(), "60,000 + 1,460 bytes fit a 64,000-byte window");
     assert_eq!(st.server_mss, 1460);
 }
+
+/// NewReno recovery without SACK: the hole's fast retransmit is lost too, the sender keeps
+/// sending new data as duplicate ACKs come (which does not re-arm Linux's timer while older
+/// data is outstanding), and the timer resends the hole again 400 ms after its first resend:
+/// an RTO, although new data left 50 ms before it.
+#[test]
+fn a_timeout_inside_newreno_recovery_is_an_rto() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = handshake_and_request(c, s);
+    for i in 0..5u32 {
+        feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+    }
+    // Segment 0 lost; the four after it arrive: four duplicate ACKs (no SACK).
+    for i in 0..4 {
+        feed(&mut st, 0, 90 + i, c + 101, s + 1, A, 0, 65535, None);
+    }
+    let fast = feed(&mut st, 1, 95, s + 1, c + 101, PA, 1000, 65535, None);
+    assert_eq!(cause(&fast), Some("fast_retransmit"));
+    for (i, ms) in [150, 250, 350, 450].into_iter().enumerate() {
+        feed(&mut st, 1, ms, s + 5001 + 1000 * i as u32, c + 101, PA, 1000, 65535, None);
+        feed(&mut st, 0, ms + 40, c + 101, s + 1, A, 0, 65535, None);
+    }
+    let again = feed(&mut st, 1, 500, s + 1, c + 101, PA, 1000, 65535, None);
+    assert_eq!(cause(&again), Some("rto"));
+}
+
+/// Without SACK, duplicate ACKs of the hole say later data arrived: the timer's resend of a
+/// mid-burst loss is no tail loss.
+#[test]
+fn a_timer_resend_after_duplicate_acks_is_no_tail_loss() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = handshake_and_request(c, s);
+    for i in 0..7u32 {
+        feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+    }
+    for i in 0..6 {
+        feed(&mut st, 0, 90 + i, c + 101, s + 1, A, 0, 65535, None);
+    }
+    let rto = feed(&mut st, 1, 600, s + 1, c + 101, PA, 1000, 65535, None);
+    assert_eq!((cause(&rto), rto.tags & TAIL_LOSS), (Some("rto"), 0));
+}
