@@ -191,6 +191,33 @@ def test_killed_run_then_rerun_loses_and_duplicates_nothing(spark, tmp_path, spl
     assert_same_tables(tmp_path / "local", out)
 
 
+def test_spark_submit_master_is_the_one_that_runs_the_job(spark, tmp_path):
+    """spark-submit's --master reaches the job (a SparkConf made before the JVM could not see it,
+    and the job set local[*] over it); relative paths are the driver's, made absolute."""
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "clean.pcap").write_bytes((SAMPLES / "clean.pcap").read_bytes())
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    cmd = [_spark_submit(), "--master", "local[1]", str(REPO / "jobs" / "run" / "spark_job.py"), "landing",
+           "--out", "out", "--quiet", "--json"]
+    r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    manifest = json.loads(next((tmp_path / "out" / "_runs").glob("*.json")).read_text())
+    assert manifest["spark"]["master"] == "local[1]"
+    assert [f["status"] for f in manifest["inputs"]] == ["ok"]
+
+
+def test_paths_reach_executors_absolute(tmp_path, monkeypatch):
+    from tailscope.jobs.enrichment.enrich import EnrichmentOptions
+    from tailscope.jobs.run.inputs import InputFile
+
+    monkeypatch.chdir(tmp_path)
+    options = AnalyzeOptions(enrichment=EnrichmentOptions(prefixes=["p.csv"], sessions=["s/*.csv"], regions="r.csv"))
+    options, files = spark_engine.on_executors(options, [InputFile(path=Path("landing/a.pcap"), label="landing/a.pcap", size=1)])
+    assert files[0].path == tmp_path / "landing" / "a.pcap" and files[0].label == "landing/a.pcap"
+    e = options.enrichment
+    assert (e.prefixes, e.sessions, e.regions) == ([tmp_path / "p.csv"], [tmp_path / "s" / "*.csv"], tmp_path / "r.csv")
+
+
 def test_cli_engine_spark_help_and_errors(tmp_path):
     env = dict(os.environ)
     r = subprocess.run([sys.executable, "-m", "tailscope", "analyze", "--help"], capture_output=True, text=True, env=env)

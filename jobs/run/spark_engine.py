@@ -102,6 +102,31 @@ def java_version() -> int | None:
     return None
 
 
+def launched_by_spark_submit() -> bool:
+    """Whether this driver was started by spark-submit (which hands PySpark its JVM's gateway)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def on_executors(options: AnalyzeOptions, files: list) -> tuple[AnalyzeOptions, list]:
+    """Local paths as executors must see them: absolute. An executor runs in a work directory of
+    its own, so a path relative to the driver's names nothing there (inputs failed with ENOENT,
+    enrichment sources with an internal error). Labels stay as given."""
+    import dataclasses
+
+    files = [f if f.url or f.stdin else dataclasses.replace(f, path=Path(f.path).absolute()) for f in files]
+    e = options.enrichment
+    if e is not None:
+        e = dataclasses.replace(
+            e,
+            prefixes=[Path(p).absolute() for p in e.prefixes],
+            sessions=[Path(p).absolute() for p in e.sessions],
+            asn_db=Path(e.asn_db).absolute() if e.asn_db else None,
+            regions=Path(e.regions).absolute() if e.regions else None,
+        )
+        options = dataclasses.replace(options, enrichment=e)
+    return options, files
+
+
 def spark_session(options: SparkOptions):
     try:
         from pyspark import SparkConf
@@ -117,7 +142,9 @@ def spark_session(options: SparkOptions):
     conf = SparkConf()
     if options.master:
         conf.setMaster(options.master)
-    elif not conf.contains("spark.master"):
+    elif not launched_by_spark_submit() and not conf.contains("spark.master"):
+        # spark-submit's --master lives in its JVM, which a SparkConf made before the session
+        # cannot see: setting one here would override it (docs/spark.md).
         conf.setMaster("local[*]")
     conf.setAppName("tailscope")
     conf.setIfMissing("spark.ui.showConsoleProgress", "false")
@@ -369,7 +396,7 @@ def analyze(
     t0 = time.monotonic()
 
     resolved, reports = resolve_inputs(inputs)
-    files = resolved.files
+    options, files = on_executors(options, resolved.files)
     already: list[str] = []
     # --reprocess takes every input again (and replaces the rows of those the dataset holds)
     known = ledger.Ledger(out) if options.incremental and not options.reprocess else None
