@@ -14,15 +14,22 @@ EXIT_NOTHING_READ = 3
 EPILOG = """\
 re-runs:
   An input whose content (sha256) a committed run of --out already processed is skipped and
-  said so: running the same command twice does not count anything twice. --reprocess analyses
-  such inputs again and replaces their captures' rows in the same commit.
+  said so: running the same command twice, or piping the same capture into - twice, does not
+  count anything twice. --reprocess analyses such inputs again and replaces their captures'
+  rows in the same commit. Refused, one line naming --reprocess: a held input asked with a wider
+  --since/--until window than its run took; a capture that grew since the dataset took its first
+  bytes. Inputs tailscope prune removed are skipped and counted (below the retention horizon).
+  A dataset keeps one --filter and one pseudonymization key (or none): a run that would mix
+  them is refused before reading anything (exit 2).
 
 exit status:
   0  every input was read completely, or there was nothing new to read
-  1  the run finished, but some inputs were missing, unreadable, truncated or corrupt
+  1  the run finished, but some inputs were missing, unreadable, truncated, corrupt or refused
      (see the summary and the run manifest; everything else was processed)
-  2  usage error (bad option)
+  2  usage error (bad option), or a --filter or pseudonymization other than the dataset's
   3  no input could be read at all
+  4  a file or directory could not be read or written (one line names it, e.g. --out)
+  70 internal error (a bug; TAILSCOPE_DEBUG=1 shows the traceback)
 
 output layout (Parquet, partitioned by UTC date):
   OUT/packets/date=YYYY-MM-DD/part-<run>-<n>.parquet   one row per TCP/UDP packet
@@ -251,12 +258,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"tailscope: {r.error}", file=sys.stderr)
     totals = result.manifest["totals"]
     already = totals.get("files_already_processed", 0)
-    if already and not args.json:
+    below = totals.get("files_below_horizon", 0)
+    said = [f"{already} inputs already in the dataset"] * bool(already)
+    said += [f"{below} inputs below the retention horizon (tailscope prune removed their rows)"] * bool(below)
+    if said and not args.json:
         if totals["files"] == 0:
-            print(f"nothing new: {already} inputs already in the dataset", file=sys.stdout if not args.quiet else sys.stderr)
+            print(f"nothing new: {'; '.join(said)}", file=sys.stdout if not args.quiet else sys.stderr)
             return EXIT_OK
-        print(f"skipped {already} inputs already in the dataset (--reprocess replaces their rows)", file=sys.stderr)
-    if totals["files"] == 0 and already:
+        print(f"skipped {'; '.join(said)} (--reprocess reads them again)", file=sys.stderr)
+    if totals["files"] == 0 and said:
         return EXIT_OK
     if totals["files_ok"] == 0 and totals["files_partial"] == 0:
         return EXIT_NOTHING_READ
