@@ -56,3 +56,25 @@ def test_progress_follows_the_compressed_bytes(tmp_path):
         session.step(cursor)
     assert cursor.offset == len(raw)  # the decompressed stream
     assert cursor.input_offset == gz.stat().st_size  # what progress measures against the file size
+
+
+def test_the_progress_line_left_on_a_terminal_says_the_end():
+    import io
+
+    from tailscope.jobs.run.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Tty()
+    p = Progress(1000, 2, stream=out)
+    p.update("a.pcap", 158, 10, force=True)
+    p.file_done(500, 40, "a.pcap")
+    p.file_done(500, 60, "b.pcap")
+    p.close()
+    last = out.getvalue().split("\r")[-1]
+    assert last.rstrip().endswith("done") and "100.0%" in last and "2/2 files" in last and "100 pkts" in last
+    quiet = Tty()
+    Progress(1000, 1, stream=quiet).close()
+    assert quiet.getvalue() == "", "no line drawn, none left"

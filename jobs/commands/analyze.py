@@ -280,7 +280,7 @@ def _run(args: argparse.Namespace, summary_to=None) -> int:
         import json
 
         print(json.dumps(result.manifest, indent=2, default=str))
-    elif not args.quiet:
+    elif not args.quiet and result.files:  # a run that took nothing says "nothing new" below, no empty table
         print_summary(result, summary_to or sys.stdout)
     for r in result.files:
         if r.error:
