@@ -13,7 +13,7 @@ writes OUT_DIR/<target>/<sha1> for each target:
                                 inputs carrying a CRYPTO frame with a real ClientHello (taken from
                                 the TLS-over-TCP captures) so the decryptor's happy path is a seed
 
-The corpus is $TAILSCOPE_CORPUS or ../shared/corpus next to the repository (as the tests use).
+The corpus is $TAILSCOPE_CORPUS or the repository's tests/corpus (as the tests use).
 Standard library only.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ def corpus_dir(explicit: str | None) -> Path:
     if explicit:
         return Path(explicit)
     env = os.environ.get("TAILSCOPE_CORPUS")
-    return Path(env) if env else REPO.parent / "shared" / "corpus"
+    return Path(env) if env else REPO / "tests" / "corpus"
 
 
 def records(data: bytes):
@@ -168,7 +168,7 @@ class Seeds:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("--corpus", help="corpus directory (default: $TAILSCOPE_CORPUS or ../shared/corpus)")
+    ap.add_argument("--corpus", help="corpus directory (default: $TAILSCOPE_CORPUS or tests/corpus)")
     args = ap.parse_args()
     pcaps = corpus_dir(args.corpus) / "pcaps"
     if not pcaps.is_dir():

@@ -1,6 +1,7 @@
 """The command line: help everywhere, version, and the end-to-end path CLI → Parquet → DuckDB."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -67,3 +68,19 @@ def test_end_to_end_corpus_to_duckdb(tmp_path):
     assert len(rows) > 10
     r = cli("db", str(out), "-e", "SELECT count(*) AS flows FROM flows")
     assert r.returncode == 0 and "flows" in r.stdout
+
+
+def test_analyze_without_out_is_a_quick_look(tmp_path):
+    """`tailscope analyze F` without --out, as tcptrace or tshark -r: the connections listed (as
+    `tailscope conn` lists them), the summary on standard error, no dataset left anywhere."""
+    pcap = corpus.pcap_path("wikipedia.pcap")
+    out = tmp_path / "ds"
+    assert cli("analyze", str(pcap), "--out", str(out), "-q").returncode == 0
+    want = cli("conn", str(out)).stdout
+    (tmp_path / "tmp").mkdir()
+    r = subprocess.run([sys.executable, "-m", "tailscope", "analyze", str(pcap)], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path, env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == want and len(want.splitlines()) > 2
+    assert "total: 1 files" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "tmp"] and not any((tmp_path / "tmp").iterdir())

@@ -108,8 +108,7 @@ def provisioned_datasources() -> dict[str, str]:
 def database(tmp_path_factory) -> Path:
     from tailscope.jobs.analytics.db import build
 
-    if not demo_data.have_samples():
-        pytest.skip("no bundled samples")
+    corpus.require_samples()
     out = demo_data.analyze_demo(tmp_path_factory.mktemp("dashboards-ds"), str(corpus.corpus_dir() / "pcaps"))
     return build(out)
 

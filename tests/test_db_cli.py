@@ -85,3 +85,41 @@ def test_conn_brackets_ipv6_addresses(tmp_path):
     assert tailscope("analyze", SAMPLE.with_name("clean_ipv6.pcap"), "--out", out, "-q").returncode == 0
     rows = list(csv.DictReader(io.StringIO(tailscope("conn", out, "-f", "csv", "-c", "client,server").stdout)))
     assert rows and all(r["client"].startswith("[") and "]:" in r["client"] for r in rows)
+
+
+def test_json_ids_are_strings(dataset):
+    """jq and JavaScript read JSON numbers as doubles: a 64-bit flow id would change through them."""
+    csv_ids = tailscope("db", dataset, "-e", "SELECT flow_id FROM flows ORDER BY flow_id", "-f", "csv").stdout.split()[1:]
+    js = json.loads(tailscope("db", dataset, "-e", "SELECT flow_id FROM flows ORDER BY flow_id", "-f", "json").stdout)
+    assert [r["flow_id"] for r in js] == csv_ids and any(abs(int(i)) > 2**53 for i in csv_ids)
+    (row,) = json.loads(tailscope("db", dataset, "-e", "SELECT 9007199254740993 AS big, 3 AS small, [12345678901234567890] AS l",
+                                  "-f", "json").stdout)
+    assert row == {"big": "9007199254740993", "small": 3, "l": ["12345678901234567890"]}
+    conn = json.loads(tailscope("conn", dataset, "-c", "flow_id", "-f", "json").stdout)
+    assert sorted(r["flow_id"] for r in conn) == sorted(csv_ids)
+
+
+def test_sql_piped_on_stdin_runs_as_e_does(dataset):
+    r = subprocess.run([sys.executable, "-m", "tailscope", "db", str(dataset), "-f", "csv"], capture_output=True, text=True,
+                       timeout=120, input="SELECT 1 AS a;\nSELECT count(*) > 0 AS b FROM flows;\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "a\n1\nb\nTrue\n"
+    bad = subprocess.run([sys.executable, "-m", "tailscope", "db", str(dataset)], capture_output=True, text=True,
+                         timeout=120, input="SELECT nope FROM flows;")
+    assert bad.returncode == 1 and "query failed" in bad.stderr
+
+
+def test_queries_on_a_dataset_that_cannot_hold_the_database(dataset, tmp_path):
+    """The database file cannot be written (here a directory stands in its place, as a read-only
+    dataset would refuse it; root ignores permissions): -e and piped SQL run on in-memory views,
+    the shell says why it cannot open and how to proceed."""
+    import shutil
+
+    ro = tmp_path / "ro"
+    shutil.copytree(dataset, ro, ignore=shutil.ignore_patterns("tailscope.duckdb"))
+    (ro / "tailscope.duckdb").mkdir()
+    r = tailscope("db", ro, "-e", "SELECT count(*) > 0 AS ok FROM flows", "-f", "csv")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "ok\nTrue\n" and "database: in memory" in r.stderr
+    shell = tailscope("db", ro, "--build-only")
+    assert shell.returncode == 4 and "--db FILE" in shell.stderr and "Traceback" not in shell.stderr

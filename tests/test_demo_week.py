@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from support import corpus
 from tailscope.jobs.analytics import db
 from tailscope.jobs.analytics.stats import Slice, compute_stats
 
@@ -117,8 +118,7 @@ def test_quic_and_tcp_side_by_side(demo):
     """The HTTP/3 app's sessions (issue 18): QUIC-first sessions, over TLS/TCP, and fallbacks, as
     drawn; the carrier throttling UDP shows the highest fallback share; QUIC queries are compared
     with TCP's in every slice that has both."""
-    if not all((ROOT / "samples" / f"{n}.pcap").is_file() for n in ("quic_clean", "quic_loss", "quic_fallback")):
-        pytest.skip("the QUIC lab samples (quic_clean, quic_loss, quic_fallback) are not bundled: the demo is TCP only")
+    corpus.require_samples("quic_clean", "quic_loss", "quic_fallback")
     _, out, truth = demo
     con = duckdb.connect(str(db.build(out)), read_only=True)
     rows = lambda sql: [dict(zip([d[0] for d in c.description], r)) for c in [con.execute(sql)] for r in c.fetchall()]  # noqa: E731

@@ -16,6 +16,7 @@ import pytest
 
 h3 = pytest.importorskip("h3")
 
+from support import corpus
 from tailscope.jobs.enrichment.enrich import (
     ENRICHMENT_COLUMNS,
     EnrichmentError,
@@ -423,8 +424,7 @@ def test_apply_passes_other_tables_through(ctx):
 
 def test_fixture_is_current():
     """tests/fixtures/enrichment is what scripts/make-enrichment-fixture.py writes for samples/."""
-    if not (ROOT / "samples" / "clean.pcap").is_file():
-        pytest.skip("no bundled samples")
+    corpus.require_samples()
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "make-enrichment-fixture.py"), "--check"], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
 

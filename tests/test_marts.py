@@ -23,6 +23,7 @@ pytestmark = pytest.mark.xdist_group("marts")
 
 from support import demo as demo_data
 from support.demo import DROPPED, PREV, WEEK
+from support import corpus
 from tailscope.jobs.analytics.stats import Slice, compute_stats
 
 
@@ -84,8 +85,7 @@ class Truth:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> Path:
-    if not demo_data.have_samples():
-        pytest.skip("no bundled samples")
+    corpus.require_samples()
     return demo_data.analyze_demo(tmp_path_factory.mktemp("marts-demo"))
 
 

@@ -18,6 +18,7 @@ pytest.importorskip("h3")
 from support import demo as demo_data
 from support.demo import WEEK
 
+from support import corpus
 from tailscope.jobs.analytics.stats import Slice, compute_stats
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,8 +68,7 @@ def test_the_consumers_call_the_quic_vs_tcp_macro(consumer):
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> Path:
-    if not demo_data.have_samples():
-        pytest.skip("no bundled samples")
+    corpus.require_samples()
     return demo_data.analyze_demo(tmp_path_factory.mktemp("one-definition"))
 
 

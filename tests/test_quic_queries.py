@@ -4,7 +4,7 @@
   server, the queries inferred from the encrypted packets against the per-stream queries the same
   capture gives with the client's key log (the reference): one for one, same start, latency
   within one RTT;
-* on the corpus' QUIC captures (../shared/corpus): queries where the traces hold requests
+* on the corpus' QUIC captures (tests/corpus): queries where the traces hold requests
   (HTTP/3 clients: Chromium, Firefox, curl; quic-go's interop download), none where they hold a
   handshake and nothing after it.
 

@@ -23,6 +23,7 @@ np = pytest.importorskip("numpy")
 from test_marts import iso_week, nearest_rank, table
 
 from support import transport_mix
+from support import corpus
 from tailscope.jobs.analytics.stats import Slice, compute_stats, parse_csv_sections, render
 
 pytestmark = pytest.mark.xdist_group("quic_vs_tcp")
@@ -325,8 +326,7 @@ def test_report_says_when_there_is_no_quic(tmp_path):
     from tailscope.jobs.analytics.report import write_report
     from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
-    if not demo_data.have_samples():
-        pytest.skip("no bundled samples")
+    corpus.require_samples()
     ds = tmp_path / "ds"
     analyze([str(demo_data.SAMPLES / "clean.pcap")], ds, AnalyzeOptions(progress=False, enrichment=demo_data.enrichment()))
     md = write_report(ds, tmp_path / "r").markdown.read_text()

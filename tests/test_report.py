@@ -21,6 +21,7 @@ pytestmark = pytest.mark.xdist_group("report")
 from support import demo as demo_data
 from support.demo import PREV, WEEK
 from support.png import Image, read_png
+from support import corpus
 from tailscope.cli import main as cli_main
 from tailscope.jobs.analytics.report import SECTIONS
 from tailscope.jobs.analytics.stats import fmt_duration
@@ -33,8 +34,7 @@ NAVY = (0x1D, 0x2D, 0x50)          # the report's title band and heading rules (
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
-    if not demo_data.have_samples():
-        pytest.skip("no bundled samples")
+    corpus.require_samples()
     ds = demo_data.analyze_demo(tmp_path_factory.mktemp("report-ds") / "ds")
     demo_data.add_previous_week(ds)
     return ds

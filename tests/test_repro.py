@@ -1,21 +1,17 @@
-"""The minimal reproductions in ``../shared/repro`` (read in place, as the corpus): each test states
+"""The minimal reproductions in ``tests/repro`` (bundled, as the corpus): each test states
 the right answer the repro's README gives and tshark agrees with.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from conftest import read_table
-from support.corpus import REPO_ROOT
+from support.corpus import repro_dir
 from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
-REPRO = REPO_ROOT.parent / "shared" / "repro"
-
-
 def _run(tmp_path, name):
-    path = REPRO / name
+    path = repro_dir() / name
     if not path.is_file():
         raise FileNotFoundError(f"repro capture not found: {path} (the repros are required, as the corpus)")
     run = analyze([str(path)], tmp_path / "out", AnalyzeOptions(progress=False), argv=[])

@@ -61,7 +61,7 @@ def test_twice_is_once_and_says_nothing_new(inputs, once, tmp_path):
     assert cli(inputs, "--out", out, "-q").returncode == 0
     again = cli(inputs, "--out", out)
     assert again.returncode == 0, again.stderr
-    assert "nothing new: 2 inputs already in the dataset" in again.stdout
+    assert again.stdout == "nothing new: 2 inputs already in the dataset\n", "one line, no empty table"
     assert counts(out) == once
 
 

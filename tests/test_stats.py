@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("h3")
 
+from support import corpus
 from tailscope.cli import main as cli_main
 from tailscope.jobs.analytics.stats import (
     PERCENTILES,
@@ -55,8 +56,7 @@ def plain(tmp_path_factory) -> Path:
     import pyarrow.parquet as pq
     from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
-    if not (SAMPLES / "clean.pcap").is_file():
-        pytest.skip("no bundled samples")
+    corpus.require_samples()
     out = tmp_path_factory.mktemp("samples-plain")
     analyze([str(SAMPLES)], out, AnalyzeOptions(progress=False))
     for part in [*out.glob("flows/*/*.parquet"), *out.glob("queries/*/*.parquet")]:
@@ -71,8 +71,7 @@ def ds(tmp_path_factory) -> Path:
     enrichment options, else enriched in place afterwards)."""
     from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
-    if not (SAMPLES / "clean.pcap").is_file():
-        pytest.skip("no bundled samples")
+    corpus.require_samples()
     out = tmp_path_factory.mktemp("samples-enriched")
     if any(f.name == "enrichment" for f in dataclasses.fields(AnalyzeOptions)):
         analyze([str(SAMPLES)], out, AnalyzeOptions(progress=False, enrichment=_options()))

@@ -176,12 +176,12 @@ def _overview(con, present: dict, columns: set[str]) -> list[dict]:
     unknown_sql = "".join(f", count(*) FILTER (WHERE {c} = '{UNKNOWN}' OR {c} IS NULL) AS {c}_unknown" for c in unknown_cols)
     rows = con.execute(
         f"""SELECT grp, count(*) AS flows, count(*) FILTER (WHERE protocol = 'tcp') AS tcp_flows,
-               count(*) FILTER (WHERE protocol = 'udp') AS udp_flows,
+               count(*) FILTER (WHERE protocol <> 'tcp') AS udp_flows, count(*) FILTER (WHERE protocol = 'quic') AS quic_flows,
                strftime(min(start), '%Y-%m-%dT%H:%M:%SZ') AS first_flow, strftime(max(start), '%Y-%m-%dT%H:%M:%SZ') AS last_flow
                {unknown_sql}
         FROM f GROUP BY grp ORDER BY grp"""
     ).fetchall()
-    names = ["group", "flows", "tcp_flows", "udp_flows", "first_flow_start", "last_flow_start"] + [
+    names = ["group", "flows", "tcp_flows", "udp_flows", "quic_flows", "first_flow_start", "last_flow_start"] + [
         f"flows_{'hexagon' if c == 'h3_cell' else c}_unknown" for c in unknown_cols
     ]
     out = {r[0]: dict(zip(names, r)) for r in rows}
@@ -202,7 +202,7 @@ def _overview(con, present: dict, columns: set[str]) -> list[dict]:
         row.setdefault("packets", 0)
         row.setdefault("queries", 0)
         row.setdefault("complete_queries", 0)
-    order = ["group", "flows", "tcp_flows", "udp_flows", "packets", "queries", "complete_queries", "first_flow_start", "last_flow_start"]
+    order = ["group", "flows", "tcp_flows", "udp_flows", "quic_flows", "packets", "queries", "complete_queries", "first_flow_start", "last_flow_start"]
     return [{k: row[k] for k in order + [k for k in row if k not in order]} for row in out.values()]
 
 
@@ -225,6 +225,9 @@ def _value_row(metric, label, unit, grp, value, numerator=None, denominator=None
 
 # segments that occupy sequence space (payload, SYN, FIN): what can be retransmitted
 SEGMENT = "(payload_len > 0 OR (flags & 3) <> 0 OR retx_cause IS NOT NULL)"
+# a retransmission by the sender: a network duplicate (a copy a SPAN port or a link made) is no
+# loss, as flow_facts.lossy (sql/marts/010_flow_facts.sql) does not count it
+SENDER_RETX = "(retx_cause IS NOT NULL AND retx_cause <> 'network_duplicate')"
 QUANTS = "[" + ", ".join(str(p) for p in PERCENTILES) + "]"
 
 
@@ -269,13 +272,13 @@ def _network(con, present: dict, groups: list[str]) -> list[dict]:
         retx = {
             r[0]: r[1:]
             for r in con.execute(
-                "SELECT grp, count(*) FILTER (WHERE retx_cause IS NOT NULL), count(*) FILTER (WHERE is_segment) FROM p GROUP BY grp"
+                f"SELECT grp, count(*) FILTER (WHERE {SENDER_RETX}), count(*) FILTER (WHERE is_segment) FROM p GROUP BY grp"
             ).fetchall()
         }
         lossrate = {
             r[0]: r[1:]
             for r in con.execute(
-                "SELECT grp, count(*) FILTER (WHERE retx_cause IS NOT NULL), count(*) FILTER (WHERE is_segment) FROM p "
+                f"SELECT grp, count(*) FILTER (WHERE {SENDER_RETX}), count(*) FILTER (WHERE is_segment) FROM p "
                 "WHERE lossy GROUP BY grp"
             ).fetchall()
         }
@@ -283,7 +286,7 @@ def _network(con, present: dict, groups: list[str]) -> list[dict]:
             r[0]: r[1:]
             for r in con.execute(
                 f"SELECT grp, quantile_disc(retx_delay_ns, {QUANTS}), count(*) FROM p "
-                "WHERE retx_cause IS NOT NULL AND retx_delay_ns IS NOT NULL GROUP BY grp"
+                f"WHERE {SENDER_RETX} AND retx_delay_ns IS NOT NULL GROUP BY grp"
             ).fetchall()
         }
         perseg = {
@@ -291,7 +294,7 @@ def _network(con, present: dict, groups: list[str]) -> list[dict]:
             for r in con.execute(
                 f"""SELECT grp, quantile_disc(n, {QUANTS}), count(*) FROM (
                         SELECT grp, flow_id, direction, seq, count(*) AS n FROM p
-                        WHERE retx_cause IS NOT NULL GROUP BY ALL)
+                        WHERE {SENDER_RETX} GROUP BY ALL)
                     GROUP BY grp"""
             ).fetchall()
         }

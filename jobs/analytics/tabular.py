@@ -2,7 +2,10 @@
 
 Every row is printed (a listing that silently stops at 40 rows, as DuckDB's `show()` does, reads
 as the whole answer). Values are rendered once, here: NULL as empty in csv and markdown, lists comma-separated, `NULL`
-in box, JSON null in json; timestamps in ISO 8601.
+in box, JSON null in json; timestamps in ISO 8601. In json an integer id (a column named `id` or
+`*_id`: flow_id is a 64-bit hash) is a string, and so is any integer a double cannot hold exactly
+(beyond ±2^53): jq and JavaScript read JSON numbers as doubles, and 2269876965333550357 would come
+out as 2269876965333550300.
 """
 from __future__ import annotations
 
@@ -27,7 +30,17 @@ def _text(v: Any, null: str) -> str:
     return str(v)
 
 
-def _json_value(v: Any):
+# the largest integer a double (a JSON number as jq and JavaScript read it) holds exactly
+_EXACT_IN_A_DOUBLE = 2**53 - 1
+
+
+def _is_id(column: str) -> bool:
+    return column == "id" or column.endswith("_id")
+
+
+def _json_value(v: Any, is_id: bool = False):
+    if isinstance(v, int) and not isinstance(v, bool) and (is_id or abs(v) > _EXACT_IN_A_DOUBLE):
+        return str(v)
     if isinstance(v, (dt.datetime, dt.date, dt.time)):
         return v.isoformat()
     if isinstance(v, dt.timedelta):
@@ -37,9 +50,9 @@ def _json_value(v: Any):
     if isinstance(v, (bytes, bytearray)):
         return v.hex()
     if isinstance(v, dict):
-        return {str(k): _json_value(x) for k, x in v.items()}
+        return {str(k): _json_value(x, _is_id(str(k))) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_json_value(x) for x in v]
+        return [_json_value(x, is_id) for x in v]
     return v
 
 
@@ -52,7 +65,8 @@ def write(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str, out: 
         w.writerow(columns)
         w.writerows([[_text(v, "") for v in r] for r in rows])
     elif fmt == "json":
-        json.dump([{c: _json_value(v) for c, v in zip(columns, r)} for r in rows], out, indent=1)
+        ids = [_is_id(c) for c in columns]
+        json.dump([{c: _json_value(v, i) for c, v, i in zip(columns, r, ids)} for r in rows], out, indent=1)
         out.write("\n")
     elif fmt == "markdown":
         cells = [[_text(v, "").replace("|", "\\|") for v in r] for r in rows]

@@ -14,15 +14,22 @@ EXIT_NOTHING_READ = 3
 EPILOG = """\
 re-runs:
   An input whose content (sha256) a committed run of --out already processed is skipped and
-  said so: running the same command twice does not count anything twice. --reprocess analyses
-  such inputs again and replaces their captures' rows in the same commit.
+  said so: running the same command twice, or piping the same capture into - twice, does not
+  count anything twice. --reprocess analyses such inputs again and replaces their captures'
+  rows in the same commit. Refused, one line naming --reprocess: a held input asked with a wider
+  --since/--until window than its run took; a capture that grew since the dataset took its first
+  bytes. Inputs tailscope prune removed are skipped and counted (below the retention horizon).
+  A dataset keeps one --filter and one pseudonymization key (or none): a run that would mix
+  them is refused before reading anything (exit 2).
 
 exit status:
   0  every input was read completely, or there was nothing new to read
-  1  the run finished, but some inputs were missing, unreadable, truncated or corrupt
+  1  the run finished, but some inputs were missing, unreadable, truncated, corrupt or refused
      (see the summary and the run manifest; everything else was processed)
-  2  usage error (bad option)
+  2  usage error (bad option), or a --filter or pseudonymization other than the dataset's
   3  no input could be read at all
+  4  a file or directory could not be read or written (one line names it, e.g. --out)
+  70 internal error (a bug; TAILSCOPE_DEBUG=1 shows the traceback)
 
 output layout (Parquet, partitioned by UTC date):
   OUT/packets/date=YYYY-MM-DD/part-<run>-<n>.parquet   one row per TCP/UDP packet
@@ -48,7 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="capture files, directories (walked recursively) or glob patterns; - reads a capture from "
                         "standard input (tcpdump -w - | tailscope analyze - --out DS)")
-    p.add_argument("--out", "-o", required=True, type=Path, metavar="DIR", help="dataset directory (created if missing; runs append)")
+    p.add_argument("--out", "-o", type=Path, metavar="DIR",
+                   help="dataset directory (created if missing; runs append). Without it, a quick look: the inputs are "
+                        "analysed into a temporary dataset, their connections listed as `tailscope conn` lists them "
+                        "(the summary on standard error), and nothing is kept")
     p.add_argument("--engine", choices=["local", "spark"], default="local", help="execution engine: local (default, no JVM) or spark (docs/spark.md)")
     p.add_argument("--capture-id", metavar="ID", help="treat all inputs as one capture (one rotation set) with this id")
     p.add_argument("--tcp-idle-timeout", type=float, default=d["tcp_idle_timeout_s"], metavar="SEC",
@@ -144,6 +154,32 @@ def parse_time(text: str | None, flag: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        return _run(args)
+    # A quick look (as tcptrace or tshark -r give): a temporary dataset, its connections, gone.
+    import tempfile
+
+    if args.engine == "spark" or args.reprocess:
+        print("tailscope analyze: error: --engine spark and --reprocess need --out DIR (a dataset to keep)", file=sys.stderr)
+        return EXIT_USAGE
+    with tempfile.TemporaryDirectory(prefix="tailscope-look-") as tmp:
+        args.out = Path(tmp) / "ds"
+        rc = _run(args, summary_to=sys.stderr)
+        if rc in (EXIT_OK, EXIT_SOME_INPUTS_FAILED) and not args.json and (args.out / "flows").is_dir():
+            from tailscope.jobs.analytics import tabular
+            from tailscope.jobs.analytics.db import connect
+            from tailscope.jobs.commands.conn import DEFAULT_COLUMNS, listing_sql
+
+            con = connect(args.out)
+            try:
+                rel = con.sql(listing_sql(list(DEFAULT_COLUMNS), None, None))
+                tabular.write(rel.columns, rel.fetchall(), "tsv", sys.stdout)
+            finally:
+                con.close()
+    return rc
+
+
+def _run(args: argparse.Namespace, summary_to=None) -> int:
     # pyarrow's default pool (mimalloc) keeps the buffers freed after each Parquet row group for
     # reuse: ~22 MiB of peak RSS on the 1M-packet benchmark, for the same instruction count (the
     # record batches come from Rust, not from this pool). Read once, at the pool's first use, so
@@ -244,19 +280,22 @@ def run(args: argparse.Namespace) -> int:
         import json
 
         print(json.dumps(result.manifest, indent=2, default=str))
-    elif not args.quiet:
-        print_summary(result, sys.stdout)
+    elif not args.quiet and result.files:  # a run that took nothing says "nothing new" below, no empty table
+        print_summary(result, summary_to or sys.stdout)
     for r in result.files:
         if r.error:
             print(f"tailscope: {r.error}", file=sys.stderr)
     totals = result.manifest["totals"]
     already = totals.get("files_already_processed", 0)
-    if already and not args.json:
+    below = totals.get("files_below_horizon", 0)
+    said = [f"{already} inputs already in the dataset"] * bool(already)
+    said += [f"{below} inputs below the retention horizon (tailscope prune removed their rows)"] * bool(below)
+    if said and not args.json:
         if totals["files"] == 0:
-            print(f"nothing new: {already} inputs already in the dataset", file=sys.stdout if not args.quiet else sys.stderr)
+            print(f"nothing new: {'; '.join(said)}", file=sys.stdout if not args.quiet else sys.stderr)
             return EXIT_OK
-        print(f"skipped {already} inputs already in the dataset (--reprocess replaces their rows)", file=sys.stderr)
-    if totals["files"] == 0 and already:
+        print(f"skipped {'; '.join(said)} (--reprocess reads them again)", file=sys.stderr)
+    if totals["files"] == 0 and said:
         return EXIT_OK
     if totals["files_ok"] == 0 and totals["files_partial"] == 0:
         return EXIT_NOTHING_READ

@@ -14,7 +14,11 @@ examples:
   tailscope db DS -e "SELECT carrier, count(*) FROM flows GROUP BY 1" --format csv
   tailscope db DS -e "FROM worst_flows" -e "FROM p99_explained" --format markdown
 
+  echo "SELECT count(*) FROM flows;" | tailscope db DS -f csv    SQL on standard input, as -e
+
 Only results go to standard output (messages go to standard error), so the output can be piped.
+Queries (-e, or SQL piped in) on a dataset where the database cannot be written (a read-only
+dataset) run on the same views in memory; the shell needs a file: --db elsewhere.
 Exit status: 0 ok, 1 a query failed, 2 not a dataset, 4 the database could not be written.
 """
 
@@ -51,17 +55,53 @@ def duckdb_shell() -> str | None:
     return shutil.which("duckdb")
 
 
-def run(args: argparse.Namespace) -> int:
-    from tailscope.jobs.analytics.db import DatasetError, build
+# How long `tailscope db DS` waits for SQL on a standard input that is not a terminal before it
+# says it found none (a pipe whose writer neither writes nor closes it).
+STDIN_WAIT_S = 2.0
 
+
+def piped_sql() -> str | None:
+    """The SQL on standard input when it is not a terminal: its whole text, or None when nothing
+    came (and nothing closed it) within STDIN_WAIT_S."""
+    import select
+
+    ready, _, _ = select.select([sys.stdin], [], [], STDIN_WAIT_S)
+    return sys.stdin.read() if ready else None
+
+
+def run(args: argparse.Namespace) -> int:
+    from tailscope.jobs.analytics.db import DatasetError, build, connect
+
+    queries = args.query
+    if not queries and not args.build_only and not sys.stdin.isatty():
+        sql = piped_sql()
+        if sql is None:
+            print(f"tailscope db: no SQL on standard input within {STDIN_WAIT_S:g} s: the database is built only "
+                  "(pipe SQL in, or -e SQL)", file=sys.stderr)
+        queries = _statements(sql) if sql and sql.strip() else None
     try:
         path = build(args.dataset, args.db)
     except DatasetError as exc:
         print(f"tailscope db: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        if not queries or args.db is not None:
+            hint = "" if args.db is not None else " (a read-only dataset? --db FILE writes the database elsewhere)"
+            raise OSError(exc.errno, f"{exc.strerror}{hint}", exc.filename) from exc
+        # a dataset we cannot write into: the same views in memory answer the queries
+        print(f"database: in memory ({args.dataset} cannot hold {exc.filename and Path(exc.filename).name}: "
+              f"{exc.strerror})", file=sys.stderr)
+        try:
+            con = connect(args.dataset)
+        except DatasetError as exc2:
+            print(f"tailscope db: error: {exc2}", file=sys.stderr)
+            return 2
+        return _queries(con, queries, args.format)
     print(f"database: {path}", file=sys.stderr)
-    if args.query:
-        return _queries(path, args.query, args.format)
+    if queries:
+        import duckdb
+
+        return _queries(duckdb.connect(str(path), read_only=True), queries, args.format)
     if args.build_only or not sys.stdin.isatty():
         return 0
     shell = duckdb_shell()
@@ -72,12 +112,24 @@ def run(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
-def _queries(path: Path, queries: list[str], fmt: str) -> int:
+def _statements(sql: str) -> list[str]:
+    """A script's statements, each run and printed as an -e query is."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        return [s.query for s in con.extract_statements(sql)]
+    except duckdb.Error:
+        return [sql]  # its syntax error is reported when it runs
+    finally:
+        con.close()
+
+
+def _queries(con, queries: list[str], fmt: str) -> int:
     import duckdb
 
     from tailscope.jobs.analytics import tabular
 
-    con = duckdb.connect(str(path), read_only=True)
     try:
         for sql in queries:
             try:

@@ -4,8 +4,9 @@ A prune has one commit point, the dataset's retention horizon (`_retention.json`
 atomically): every view of the dataset (jobs/analytics/db.py) shows only the days on or after it, so a
 reader sees the dataset before the prune or after it, never a part of it. Then, in order:
 
-1. the inputs whose every packet came before the horizon leave the ledger (their run manifest
-   lists them under `pruned_inputs`, so re-analysing such a capture is possible);
+1. the inputs whose every packet came before the horizon leave the ledger's inputs (their run
+   manifest lists them under `pruned_inputs`: a later run skips them, counted as below the
+   horizon, and `--reprocess` analyses them again; jobs/run/admission.py);
 2. after a grace period that lets queries already running finish (they listed the old files),
    the date partitions before the horizon are moved out of the tables (one rename each) and
    deleted. A query that listed a table's files just before such a rename fails to open one and

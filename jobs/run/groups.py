@@ -122,13 +122,10 @@ class GroupRunner:
                     with self.lock:
                         self.enricher.set_capture_site(capture_id, session_site)
             p.report.capture_id = capture_id
-            if options.checksums and p.report.sha256 is None and not p.file.stdin:
+            if options.checksums and p.report.sha256 is None:
                 p.report.sha256 = sha256_of(p.file.path)
             try:
-                if p.file.stdin:
-                    cursor = session.open_stdin(p.file.label)
-                else:
-                    cursor = session.open(paths.get(p.file.label, str(p.file.path)), p.file.label)
+                cursor = session.open(paths.get(p.file.label, str(p.file.path)), p.file.label)
             except _native.CaptureFileError as exc:
                 fail(p.report, str(exc))
                 continue

@@ -35,7 +35,8 @@ class InputFile:
     capture_id: str | None = None  # from an agent manifest sidecar, when present
     sidecar: dict | None = None
     url: str | None = None  # set for inputs on object storage / HDFS (jobs/dataset/storage.py)
-    stdin: bool = False  # `-`: a capture streamed on standard input (size unknown, read once)
+    stdin: bool = False  # `-`: a capture streamed on standard input (spooled before it is planned)
+    sha256: str | None = None  # known before planning (a spooled stream)
 
 
 @dataclass
@@ -113,6 +114,30 @@ def _remote_sidecar(fs, path: PurePosixPath) -> dict | None:
 
 
 STDIN_LABEL = "<stdin>"
+
+
+def spool_stdin(resolved: Resolved, directory: Path) -> Path | None:
+    """Copy the capture streamed on standard input into `directory` (hashing it on the way) and
+    put it in `resolved` as a file: it is then probed, planned and known to the ledger by its
+    content as any file is, so the same stream twice counts once, and it is its own capture
+    (`stdin-<sha256 prefix>`). Returns the spooled file, which the caller removes."""
+    import hashlib
+
+    for i, f in enumerate(resolved.files):
+        if not f.stdin:
+            continue
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "stdin"
+        h, n = hashlib.sha256(), 0
+        with open(path, "wb") as dst:
+            while chunk := os.read(0, 1 << 20):
+                h.update(chunk)
+                dst.write(chunk)
+                n += len(chunk)
+        sha = h.hexdigest()
+        resolved.files[i] = InputFile(path=path, label=STDIN_LABEL, size=n, capture_id=f"stdin-{sha[:16]}", sha256=sha)
+        return path
+    return None
 
 
 def resolve(names: list[str]) -> Resolved:

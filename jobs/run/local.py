@@ -10,15 +10,16 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import os
+import shutil
 import time
 from pathlib import Path
 
 from tailscope import _native
 from tailscope.jobs.dataset import ledger
 from tailscope.jobs.dataset.staged import StagedWriter, recover
-from tailscope.jobs.run import reprocess
+from tailscope.jobs.run import admission, reprocess
 from tailscope.jobs.run.groups import GroupRunner, batches_pass_through_python
-from tailscope.jobs.run.inputs import InputFile
+from tailscope.jobs.run.inputs import InputFile, spool_stdin
 from tailscope.jobs.run.progress import Progress
 from tailscope.jobs.run.run_model import (  # noqa: F401 - AnalyzeOptions, RunResult, ... are this engine's API too
     DEFAULTS,
@@ -49,20 +50,17 @@ def _plan(files: list[InputFile], reports: list[FileReport], options: AnalyzeOpt
     planned = []
     key_fp = run_key_fingerprint(options)
     for f in files:
-        report = admit(f, reports, key_fp)
+        report = admit(f, reports, key_fp, f.sha256)
         if report is None:
             continue
         if f.url:
             fail(report, f"{f.label}: inputs on object storage or HDFS are read by --engine spark (docs/spark.md)", kind="input")
             continue
-        if f.stdin:
-            # a stream cannot be probed ahead: it is its own capture, read last
-            planned.append(Planned(f, report, None, options.capture_id or "stdin"))
-            continue
         try:
             info = _native.probe(str(f.path))
         except _native.CaptureFileError as exc:
-            fail(report, str(exc))
+            # a spooled stream is named as the user named it, not by its spool file
+            fail(report, str(exc).replace(str(f.path), f.label))
             continue
         except _native.InternalError as exc:
             fail(report, str(exc), kind="internal")
@@ -74,25 +72,6 @@ def _plan(files: list[InputFile], reports: list[FileReport], options: AnalyzeOpt
         planned.append(Planned(f, report, info["first_ts_ns"], capture_group_of(f, options)))
     planned.sort(key=plan_order)
     return planned
-
-
-def take_new(planned: list[Planned], reports: list[FileReport], out: Path) -> list[str]:
-    """Incremental runs: drop inputs the ledger says a committed run processed (their rows are
-    in the dataset already). Returns the paths dropped, for the manifest."""
-    done = ledger.processed(out)
-    kept, dropped = [], []
-    for p in planned:
-        if p.file.stdin:  # a stream is never known before it is read
-            kept.append(p)
-            continue
-        p.report.sha256 = p.report.sha256 or sha256_of(p.file.path)
-        if p.report.sha256 in done:
-            dropped.append(p.report.path)
-            reports.remove(p.report)
-        else:
-            kept.append(p)
-    planned[:] = kept
-    return dropped
 
 
 def capture_shards(options: AnalyzeOptions, captures_at_once: int) -> int:
@@ -126,16 +105,37 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
         return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)
     out.mkdir(parents=True, exist_ok=True)
     removed = recover(out)
+    spool_dir = out / "_staging" / f"{run_id}-stdin"  # recover() removes it if the run dies
+    try:
+        known = ledger.Ledger(out)
+        # before anything is read: no dataset mixes pseudonyms with real addresses, or two filters
+        ledger.check_settings(known, run_key_fingerprint(options), options.bpf_filter)
+        spool_stdin(resolved, spool_dir)
+        return _run(out, run_id, started, t0, inputs, resolved, reports, options, known, enricher, pseudonymizer, removed, argv)
+    finally:
+        if enricher is not None:
+            enricher.close()
+        if spool_dir.exists():
+            shutil.rmtree(spool_dir, ignore_errors=True)
+            try:
+                spool_dir.parent.rmdir()
+            except OSError:
+                pass  # another run's staging is there
+
+
+def _run(out, run_id, started, t0, inputs, resolved, reports, options, known, enricher, pseudonymizer, removed, argv) -> RunResult:
     planned = _plan(resolved.files, reports, options)
     replacement = None
+    adm = admission.Admission()
     if options.reprocess:
+        grown = {}
         for p in planned:
-            if not p.file.stdin:
-                p.report.sha256 = p.report.sha256 or sha256_of(p.file.path)
-        replacement = reprocess.plan(ledger.Ledger(out), [(p.report.path, p.report.sha256) for p in planned if not p.file.stdin])
-        already = []
-    else:
-        already = take_new(planned, reports, out) if options.incremental else []
+            p.report.sha256 = p.report.sha256 or sha256_of(p.file.path)
+            grown[p.report.path] = [e.sha256 for e in admission.grown_from(known, p)]
+        replacement = reprocess.plan(known, [(p.report.path, p.report.sha256) for p in planned], grown)
+    elif options.incremental:
+        adm = admission.take(planned, reports, known, options, sha256_of)
+    already = adm.already
 
     writer = StagedWriter(out, run_id)
     retired, carried, rest = [], set(), None
@@ -161,7 +161,8 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
         writer.write_files(file_rows(reports, run_id))
         totals = {**runner.totals, "enrichment": runner.enrichment_summary()}
         totals["pseudonymization"] = pseudonymization_summary(pseudonymizer)
-        manifest = build_manifest(run_id, started, t0, inputs, options, reports, totals, writer.rows, removed, argv, already)
+        manifest = build_manifest(run_id, started, t0, inputs, options, reports, totals, writer.rows, removed, argv, already,
+                                  below_horizon=adm.below_horizon)
         if replacement:
             manifest["reprocessed"] = replacement.inputs
             manifest["carried_captures"] = sorted(carried)
@@ -169,7 +170,4 @@ def analyze(inputs: list[str], out: Path, options: AnalyzeOptions | None = None,
     except BaseException:
         writer.abort()
         raise
-    finally:
-        if enricher is not None:
-            enricher.close()
     return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)

@@ -33,13 +33,16 @@ class Replacement:
         return bool(self.captures)
 
 
-def plan(known: Ledger, inputs: list[tuple[str, str]]) -> Replacement:
-    """`inputs` are (label, sha256) of this run's inputs. Refuses (LedgerError) a replacement that
-    would take rows of an input the user did not name again."""
-    named = {sha for _, sha in inputs}
+def plan(known: Ledger, inputs: list[tuple[str, str]], grown: dict[str, list[str]] | None = None) -> Replacement:
+    """`inputs` are (label, sha256) of this run's inputs; `grown` maps a label to the sha256 of
+    the earlier, shorter content of that capture the dataset holds (jobs/run/admission.py): those
+    rows are replaced too. Refuses (LedgerError) a replacement that would take rows of an input
+    the user did not name again."""
+    grown = grown or {}
+    named = {sha for _, sha in inputs} | {sha for shas in grown.values() for sha in shas}
     repl = Replacement()
     for label, sha in inputs:
-        old = known.entries.get(sha, [])
+        old = known.entries.get(sha, []) + [e for g in grown.get(label, []) for e in known.entries.get(g, [])]
         if old:
             repl.inputs.append(label)
         repl.captures.update(e.capture_id for e in old if e.capture_id is not None)

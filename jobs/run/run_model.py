@@ -197,8 +197,6 @@ def capture_id_of(p: Planned, options: AnalyzeOptions) -> str:
         return options.capture_id
     if p.file.capture_id:
         return p.file.capture_id
-    if p.file.stdin:
-        return "stdin"
     return f"{p.file.path.parent.name or '.'}/{p.file.path.name}"
 
 
@@ -287,7 +285,8 @@ def record_stats(report: FileReport, stats: dict) -> None:
         report.status = "partial" if report.frames else "failed"
 
 
-def build_manifest(run_id, started, t0, inputs, options, reports, totals, rows, removed, argv, already, engine="local") -> dict:
+def build_manifest(run_id, started, t0, inputs, options, reports, totals, rows, removed, argv, already, engine="local",
+                   below_horizon=()) -> dict:
     skipped: dict[str, int] = {}
     for r in reports:
         for k, v in r.skipped.items():
@@ -324,6 +323,7 @@ def build_manifest(run_id, started, t0, inputs, options, reports, totals, rows, 
             "flows_evicted": totals["flows_evicted"],
             "queries_written_unsettled": totals["queries_written_unsettled"],
             "files_already_processed": len(already),
+            "files_below_horizon": len(below_horizon),
             "enrichment": totals.get("enrichment"),
             "quic_keylog": totals.get("quic_keylog"),
             "pseudonymization": totals.get("pseudonymization"),
@@ -331,5 +331,7 @@ def build_manifest(run_id, started, t0, inputs, options, reports, totals, rows, 
         },
         "recovered_leftovers": removed,
         "already_processed": already,
+        # inputs `tailscope prune` removed (every packet older than the retention horizon): not read again
+        "below_horizon": list(below_horizon),
         "inputs": [asdict(r) for r in reports],
     }

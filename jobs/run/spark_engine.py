@@ -399,6 +399,8 @@ def analyze(
     options, files = on_executors(options, resolved.files)
     already: list[str] = []
     # --reprocess takes every input again (and replaces the rows of those the dataset holds)
+    # no dataset mixes pseudonyms with real addresses (jobs/dataset/ledger.py; --filter is local only)
+    ledger.check_settings(ledger.Ledger(out), run_key_fingerprint(options), options.bpf_filter)
     known = ledger.Ledger(out) if options.incremental and not options.reprocess else None
     if known:
         # Known by name and size: skipped without reading (files are immutable once shipped).
@@ -427,7 +429,7 @@ def analyze(
             frames_df.count()  # decode every file once; the replay reads the persisted frames
             stats = {int(p.rsplit("/", 1)[-1][: -len(".json")]): json.loads(writer.loc.read_text(p))
                      for p in writer.loc.listdir(stats_dir) if p.endswith(".json")}
-            planned, dropped = _plan_decoded(files, stats, reports, options, known.by_content if known else {})
+            planned, dropped = _plan_decoded(files, stats, reports, options, {**known.pruned, **known.by_content} if known else {})
             already += dropped
             if options.reprocess:
                 replacement = reprocess.plan(ledger.Ledger(out), [(p.report.path, p.report.sha256) for _, p in planned])
@@ -442,7 +444,7 @@ def analyze(
                 if replacement:
                     retired, carried, rest = reprocess.stage_rest(out, replacement, run_id, storage.join(writer.stage, "rewrite"))
             parts, totals, dropped = _by_capture_group(spark, spark_options, writer, files, reports, options, run_id, log,
-                                                       set(known.by_content) if known else set())
+                                                       set(known.by_content) | set(known.pruned) if known else set())
             already += dropped
         writer.write("files", files_table(reports, run_id))
         totals["pseudonymization"] = pseudonymization_summary(open_pseudonymizer(options))

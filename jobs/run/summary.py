@@ -30,5 +30,6 @@ def print_summary(result, out: TextIO) -> None:
     out.write(
         f"total: {t['files']} files ({t['files_ok']} ok, {t['files_partial']} partial, {t['files_failed']} failed); "
         f"{t['frames']} frames = {t['decoded']} decoded + {t['skipped']} skipped; "
-        f"{t['flows']} flows ({t['flows_evicted']} evicted); rows {t['rows']}\n"
+        f"{t['flows']} flows ({t['flows_evicted']} evicted); rows: "
+        + (", ".join(f"{table} {n}" for table, n in t["rows"].items()) or "none") + "\n"
     )

@@ -1,4 +1,4 @@
-//! The QUIC module against the corpus (`$TAILSCOPE_CORPUS`, default `../shared/corpus`;
+//! The QUIC module against the corpus (`$TAILSCOPE_CORPUS`, default the repository's `tests/corpus`;
 //! required, never skipped): every UDP datagram of every capture parses without a panic, and the
 //! QUIC captures' headers and ClientHellos agree with tshark 4.0.17 (per frame: versions, DCIDs,
 //! SCIDs, long packet types, SNI) and with Zeek's quic.log (per connection: SNI, first ALPN).
@@ -19,7 +19,7 @@ use tailscope_parsers::{decode_frame, CaptureReader, Transport};
 fn corpus() -> PathBuf {
     let p = std::env::var_os("TAILSCOPE_CORPUS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"));
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus"));
     assert!(p.join("MANIFEST.tsv").is_file(), "test corpus not found at {} (set TAILSCOPE_CORPUS)", p.display());
     p
 }

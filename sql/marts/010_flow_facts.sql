@@ -4,7 +4,11 @@
 --     before enrichment existed: the UNION ALL BY NAME below supplies the columns they lack);
 --   * week = iso_week of the flow's start (marts/005_weeks.sql); week_start its Monday 00:00 UTC;
 --     hour = the flow's start hour (UTC). Both TIMESTAMPTZ so Grafana plots them as time.
---   * lossy / loss_in_establishment / loss_in_data are the field-study table's definitions.
+--   * lossy / loss_in_establishment / loss_in_data are the field-study table's definitions, over
+--     the sender's retransmissions: a network duplicate (a copy made by a SPAN port or a
+--     duplicating link, retx_network_duplicate) is no loss. The flow counters split
+--     retransmissions by cause but not by phase, so a flow whose data retransmissions are all
+--     network duplicates counts as losing data only if it resent something itself.
 -- Times are converted with timezone('UTC', ...) so the result does not depend on the session's
 -- TimeZone setting (Grafana's DuckDB plugin uses the server's).
 CREATE OR REPLACE VIEW flow_facts AS
@@ -51,12 +55,12 @@ SELECT
     rtt_p95_ns / 1e6                                                     AS rtt_p95_ms,
     CAST(coalesce(c2s_retx_packets, 0) + coalesce(s2c_retx_packets, 0)
          + coalesce(syn_retx, 0) + coalesce(synack_retx, 0) AS BIGINT)   AS retransmissions,
-    (coalesce(c2s_retx_packets, 0) + coalesce(s2c_retx_packets, 0) + coalesce(syn_retx, 0)
-     + coalesce(synack_retx, 0) + coalesce(retx_rto, 0) + coalesce(retx_fast, 0)
-     + coalesce(retx_tlp, 0) + coalesce(retx_spurious, 0)
-     + coalesce(retx_network_duplicate, 0) + coalesce(retx_unknown, 0)) > 0 AS lossy,
+    (coalesce(syn_retx, 0) + coalesce(synack_retx, 0) + coalesce(retx_rto, 0) + coalesce(retx_fast, 0)
+     + coalesce(retx_tlp, 0) + coalesce(retx_spurious, 0) + coalesce(retx_unknown, 0)) > 0 AS lossy,
     (coalesce(syn_retx, 0) > 0 OR coalesce(synack_retx, 0) > 0)          AS loss_in_establishment,
-    (coalesce(c2s_retx_packets, 0) + coalesce(s2c_retx_packets, 0)) > 0  AS loss_in_data,
+    (coalesce(c2s_retx_packets, 0) + coalesce(s2c_retx_packets, 0)) > 0
+    AND (coalesce(retx_rto, 0) + coalesce(retx_fast, 0) + coalesce(retx_tlp, 0)
+         + coalesce(retx_spurious, 0) + coalesce(retx_unknown, 0)) > 0  AS loss_in_data,
     coalesce(signatures, [])                                             AS signatures,
     end_reason,
     first_file

@@ -1,6 +1,6 @@
 -- latency_mart(grain): one row per period and key of the grain (see mart_grains):
 --   flows: flows (all protocols), tcp_flows, quic_flows, lossy_flows (TCP flows with at least one
---          retransmission of any kind), lossy_flow_share (of TCP flows), loss_in_establishment /
+--          retransmission by the sender, flow_facts.lossy: network duplicates are no loss), lossy_flow_share (of TCP flows), loss_in_establishment /
 --          loss_in_data flows, flows_with_signature (a flow-level signature struck), packets, bytes;
 --   queries: complete queries, their latency p50/p95/p99/max/mean in ms (nearest-rank
 --          percentiles, quantile_disc: always an observed latency, as `tailscope stats`),

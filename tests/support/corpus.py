@@ -1,7 +1,8 @@
 """Locate the read-only test corpus and read its MANIFEST.tsv.
 
-The corpus is required by this project's tests: when it is missing we raise, we do not skip.
-It is read in place; nothing is ever copied into the repository.
+The corpus lives in the repository (tests/corpus/: the captures, their peers' outputs, MANIFEST.tsv
+and the README with provenance and licences), so a bare clone tests itself. It is required: when it
+is missing we raise, we do not skip. ``$TAILSCOPE_CORPUS`` points the tests at another copy.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 ENV_VAR = "TAILSCOPE_CORPUS"
 REPO_ROOT = Path(__file__).resolve().parents[2]  # tests/support/corpus.py -> repo root
+CORPUS_DEFAULT = REPO_ROOT / "tests" / "corpus"
 
 _INT_COLUMNS = ("bytes", "packets")
 _BOOL_COLUMNS = ("has_zeek_baseline",)
@@ -22,15 +24,34 @@ class CorpusMissingError(FileNotFoundError):
 
 
 def corpus_dir() -> Path:
-    """``$TAILSCOPE_CORPUS`` if set, else ``<repo root>/../shared/corpus``; raise if absent."""
+    """``$TAILSCOPE_CORPUS`` if set, else ``<repo root>/tests/corpus``; raise if absent."""
     env = os.environ.get(ENV_VAR)
-    path = Path(env) if env else REPO_ROOT.parent / "shared" / "corpus"
+    path = Path(env) if env else CORPUS_DEFAULT
     if not (path / "MANIFEST.tsv").is_file():
         how = f"${ENV_VAR}={env!r}" if env else f"default location (set ${ENV_VAR} to override)"
         raise CorpusMissingError(
             f"test corpus not found: expected {path}/MANIFEST.tsv ({how}). "
             "The corpus is required for these tests."
         )
+    return path
+
+
+def repro_dir() -> Path:
+    """``<repo root>/tests/repro``: the minimal reproductions of defects found on public captures
+    (its README.md says what each holds and the right answer); raise if absent, as the corpus."""
+    path = REPO_ROOT / "tests" / "repro"
+    if not (path / "README.md").is_file():
+        raise CorpusMissingError(f"repro captures not found: expected {path}/README.md. They are required for these tests.")
+    return path
+
+
+def require_samples(*names: str) -> Path:
+    """``<repo root>/samples``, holding ``<name>.pcap`` for each name (default: clean): the lab
+    samples are bundled as the corpus is, and a test that reads them fails without them."""
+    path = REPO_ROOT / "samples"
+    missing = [n for n in (names or ("clean",)) if not (path / f"{n}.pcap").is_file()]
+    if missing:
+        raise CorpusMissingError(f"bundled samples not found: {', '.join(f'{n}.pcap' for n in missing)} in {path}")
     return path
 
 

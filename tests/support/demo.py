@@ -17,10 +17,6 @@ DROPPED = "Fabrikam Wireless"              # a carrier left out of the synthetic
 FLOW_ID_XOR = 0x0F0F0F0F0F0F0F0F
 
 
-def have_samples() -> bool:
-    return (SAMPLES / "clean.pcap").is_file()
-
-
 def enrichment():
     from tailscope.jobs.enrichment.enrich import EnrichmentOptions
 

@@ -1,5 +1,5 @@
 """One truth across tables: checks that packets, events, flows and queries of one dataset tell the
-same story. Run on the corpus, the samples, ../shared/repro and every lab run.
+same story. Run on the corpus, the samples, tests/repro and every lab run.
 
 Each check is one SQL query over the dataset's Parquet files that returns the rows that break it
 (empty = holds); `violations` runs them all and returns readable lines.
