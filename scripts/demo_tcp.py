@@ -7,7 +7,7 @@ detectors to read the packets as they read real ones:
 - the client: SYN, then its requests one at a time (each in one segment), the next one a think
   time after the previous response arrived whole; it acknowledges every second segment, a lone one
   after 40 ms (delayed ACK), the last of a response at once, and anything out of order at once
-  with SACK blocks (most recent first, RFC 2018); FIN after the last response.
+  with SACK blocks (most recent first, RFC 2018), a duplicate with a D-SACK (RFC 2883); FIN after the last response.
 - the server: answers each request after its server time; Linux-like sender: IW10, slow start,
   congestion avoidance (Reno growth, Cubic's 0.7 back-off and HyStart's delay exit), SACK loss detection (a hole with 3
   segments SACKed above it, RFC 6675), fast recovery holding cwnd at ssthresh, a tail loss probe
@@ -347,7 +347,7 @@ def synthesize(rng, *, client: bytes, server: bytes, sport: int, dport: int, sta
 
     # ---- client state -----------------------------------------------------------------------
     C = {"rcv": 0, "ooo": [], "unacked": 0, "ts_recent": 0, "gen": 0, "q": 0, "resp_end": None,
-         "nxt": 0, "last_sack": None, "done": False, "waiting": False}
+         "nxt": 0, "last_sack": None, "done": False, "waiting": False, "dsack": None}
 
     def c_tsval(t):
         return ts_c + int(t * 1000)
@@ -362,6 +362,9 @@ def synthesize(rng, *, client: bytes, server: bytes, sport: int, dport: int, sta
                     rest.remove(first_b)
                     rest.insert(0, first_b)
             blocks = rest[:3]
+        if C["dsack"] is not None:  # a duplicate arrived: report it first (D-SACK, RFC 2883)
+            blocks = [C["dsack"]] + blocks[:2]
+            C["dsack"] = None
         opts = struct.pack("!BBBBII", 1, 1, 8, 10, c_tsval(t) & 0xFFFFFFFF, C["ts_recent"] & 0xFFFFFFFF)
         if blocks:
             opts += struct.pack("!BBBB", 1, 1, 5, 2 + 8 * len(blocks)) + b"".join(
@@ -434,6 +437,7 @@ def synthesize(rng, *, client: bytes, server: bytes, sport: int, dport: int, sta
                 C["ts_recent"] = tsval
             if b <= C["rcv"]:
                 immediate = True
+                C["dsack"] = (a, b)
             elif a > C["rcv"]:
                 C["ooo"] = _merge(C["ooo"] + [(a, b)])
                 C["last_sack"] = a
