@@ -264,7 +264,8 @@ def test_synthesized_connections_read_as_drawn(tmp_path):
     drawn (sizes, count, the handshake RTT; no resend on a loss-free path), and a policer or a
     deep queue after the capture point is what tailscope's detectors name."""
     import random
-    import struct
+
+    from support import pcapgen
 
     spec = importlib.util.spec_from_file_location("demo_tcp", ROOT / "scripts" / "demo_tcp.py")
     tcp = importlib.util.module_from_spec(spec)
@@ -282,10 +283,9 @@ def test_synthesized_connections_read_as_drawn(tmp_path):
         packets += tcp.synthesize(rng, client=bytes((10, 41, 0, n)), server=bytes((198, 18, 2, 2)), sport=40000 + n,
                                   dport=8443, start=1_763_000_000.0 + n, rtt=0.05, jitter=0.0005, loss=0.0,
                                   rate=40e6 / 8, queries=queries, **extra)
-    with open(pcap, "wb") as fh:
-        fh.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 128, 1))
-        for ts, data, orig_len in sorted(packets, key=lambda p: p[0]):
-            fh.write(struct.pack("<IIII", ts // 1_000_000, ts % 1_000_000, len(data), orig_len) + data)
+    packets.sort(key=lambda p: p[0])
+    pcapgen.write_pcap(pcap, [(ts * 1000, data) for ts, data, _ in packets], snaplen=128,
+                       orig_lens=[n for _, _, n in packets])
     out = tmp_path / "ds"
     r = subprocess.run([sys.executable, "-m", "tailscope", "analyze", str(pcap), "--out", str(out), "-q"],
                        capture_output=True, text=True, timeout=300)
