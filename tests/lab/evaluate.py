@@ -156,6 +156,7 @@ class Outputs:
     events: list
     # tests/support/invariants.py on this run's dataset: the tables agree (empty = they do)
     invariant_violations: list = field(default_factory=list)
+    queries: list = field(default_factory=list)    # the time budget's rows (budget_check.py)
 
 
 def _read(out: Path, table: str) -> list[dict]:
@@ -185,7 +186,8 @@ def analyze(res: ScenarioResult, out_dir: Path) -> Outputs:
     ts_analyze([str(res.pcap)], out, AnalyzeOptions(progress=False))
     from tests.support import invariants
 
-    return Outputs(_read(out, "packets"), _read(out, "flows"), _read(out, "events"), invariants.violations(out))
+    return Outputs(_read(out, "packets"), _read(out, "flows"), _read(out, "events"), invariants.violations(out),
+                   _read(out, "queries"))
 
 
 # ---- scoring -----------------------------------------------------------------------------
