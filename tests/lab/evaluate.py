@@ -539,7 +539,7 @@ def format_table(ev: Evaluation, details: int = 6) -> str:
         if r.fp_scenarios and r.kind != "clean":
             scen += "  FP in: " + ",".join(sorted(r.fp_scenarios))
         if r.kind == "clean":
-            vals = [r.signature, "flow", scen, f"{r.tp} ok", str(r.fp), "-", "-", "-", "0 FP", r.result]
+            vals = [r.signature, r.unit, scen, f"{r.tp} ok", str(r.fp), "-", "-", "-", "0 FP", r.result]
         elif r.kind == "unobservable":
             vals = [r.signature, r.unit, scen, "-", "-", "-", "-", "-", "-",
                     f"n/a: {r.tp + r.fn} ({r.unit}), tailscope flagged {r.tp}"]
