@@ -417,35 +417,71 @@ def score_draw(name: str, truth, outputs, res, rows: dict) -> None:
                                 f"transfer {(q.get('budget_transfer_ns') or 0) / MS:.1f} ms)")
 
 
-def budget_rows(ev) -> list:
-    """The budget rows over every draw of an Evaluation (evaluate.py)."""
+def new_rows() -> dict:
+    """The budget rows, empty (module docstring)."""
     from .evaluate import Row
-    from .harness import ScenarioResult
 
-    rows = {
+    return {
         LOSS_ROW: Row(LOSS_ROW, "query", BUDGET_TARGET,
                       note="tail-loss responses: the budget's loss-recovery parts (rto+tlp+tail_loss+fast_retransmit+"
                            "retransmission+policing) within one RTT (flow rtt_min) of the union of the waits for the "
-                           "repairs of the response's lost segments (relay log); TP = within, FN = outside "
+                           "repairs of the query's lost segments (relay log); TP = within, FN = outside "
                            "(budget_check.py)"),
         POLICING_ROW: Row(POLICING_ROW, "query", BUDGET_TARGET,
                           note="responses of policed flows the policer struck: budget_policing_ns within 20 % of the "
                                "union of the waits for the repairs of the policer's drops"),
         QUEUE_ROW: Row(QUEUE_ROW, "query", BUDGET_TARGET,
-                       note="responses through the relay's bottleneck: budget_queueing_ns within 20 % of delivery x "
-                            "mean hold / (floor + mean hold) from the relay's queue_ms (mean hold within 5 ms of "
-                            "the 20 ms line: not scored)"),
+                       note="responses of bottleneck draws: budget_queueing_ns within 20 % of delivery x mean hold / "
+                            "(floor + mean hold), the holds the relay log gives the RTT samples (within 10 ms of the "
+                            "20 ms line: not scored; FP = charged where the truth has no queue)"),
         LOSS_ANY_ROW: Row(LOSS_ANY_ROW, "query", None,
-                          note="as the tail-loss row, over every response that lost a segment (mid-burst losses, "
-                               "a policer's drops); reported, not a target"),
+                          note="as the tail-loss row, over every query that lost data (mid-burst losses, a policer's "
+                               "drops, requests); reported, not a target"),
         QUEUE_OTHER_ROW: Row(QUEUE_OTHER_ROW, "query", None,
-                             note="as the row above, in draws without a bottleneck: the lab's own path queued "
+                             note="as the queueing row, in draws without a bottleneck: the lab's own path queued "
                                   "(a loaded relay) or jitter spread the RTT samples; reported, not a target"),
         CLEAN_ROW: Row(CLEAN_ROW, "query", None, kind="clean",
-                       note="every query of a clean draw: 0 in syn_loss, synack_loss, loss parts, spurious, queueing"),
+                       note="every query of a clean draw: 0 in syn_loss, synack_loss, loss parts, spurious, queueing "
+                            "(queueing the truth measured on the lab's own path excepted)"),
     }
+
+
+def budget_rows(ev) -> list:
+    """The budget rows over every draw of an Evaluation (evaluate.py)."""
+    from .harness import ScenarioResult
+
+    rows = new_rows()
     for name, truth in ev.truths.items():
         res, out = ev.results.get(name), ev.outputs.get(name)
         if isinstance(res, ScenarioResult) and out is not None:
             score_draw(name, truth, out, res, rows)
     return list(rows.values())
+
+
+def score_datasets(results: dict, datasets: dict) -> list:
+    """The budget rows over finished runs ({name: ScenarioResult}) and tailscope's datasets of
+    them ({name: directory}), e.g. queries_check.py's named scenarios."""
+    from types import SimpleNamespace
+
+    from .evaluate import _read
+    from .truth import derive
+
+    rows = new_rows()
+    for name, res in results.items():
+        if name in datasets:
+            out = SimpleNamespace(flows=_read(datasets[name], "flows"), queries=_read(datasets[name], "queries"))
+            score_draw(name, derive(res), out, res, rows)
+    return list(rows.values())
+
+
+def budget_table(rows: list) -> str:
+    """The rows as a table with each row's failures (queries_check.py)."""
+    lines = [f"{'row':<50} {'TP':>4} {'FP':>4} {'FN':>4} {'share':>7} {'target':>7}  result"]
+    for r in rows:
+        share = "-" if r.recall is None else f"{r.recall:.3f}"
+        tp = f"{r.tp} ok" if r.kind == "clean" else str(r.tp)
+        lines.append(f"{r.signature:<50} {tp:>4} {r.fp:>4} {r.fn:>4} {share:>7} "
+                     f"{'-' if r.target is None else r.target:>7}  {r.result}")
+    for r in rows:
+        lines += [f"   {d}" for d in r.details[:6]]
+    return "\n".join(lines)
