@@ -8,8 +8,10 @@ seeded, so a threshold fitted to one scenario shows here. The CI pool is `pool.C
 table is printed (also without -s) and written to <pytest tmp>/lab-pool*/pool-table.txt. A larger
 pool is run by hand (`make lab-pool SEEDS=1-200`) and kept in docs/accuracy.md.
 
-Gates: the pooled targets (>= 0.95 precision and recall) of `pool.POOL_TARGETS`, no trouble in
-clean draws, every table consistent with the others. Rows the pool still misses are KNOWN_GAPS:
+Gates: the pooled targets (>= 0.95 precision and recall) of `pool.POOL_TARGETS` (the time budget's
+rows, issue 27: >= 0.90 of qualifying queries within tolerance, pool.ROW_TARGETS), no trouble in
+clean draws and nothing charged to loss or queueing in their budgets, every table consistent with
+the others. Rows the pool still misses are KNOWN_GAPS:
 marked xfail (not strict: a pooled figure near its line passes on some pools) with what the pool
 showed; their rows stay in the printed table.
 """
@@ -29,6 +31,7 @@ from tests.lab.draws import at_client, parse_seeds, pool  # noqa: E402
 from tests.lab.pool import CI_SEEDS, CLIENT_TARGETS, POOL_TARGETS, broken_tables, format_pool, score  # noqa: E402
 from tests.lab.report import failed_runs, require_lab, rerun_once, show_table, untrustworthy, why  # noqa: E402
 from tests.lab.evaluate import TARGET  # noqa: E402
+from tests.lab.budget_check import CLEAN_ROW  # noqa: E402
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-pool")]
 
@@ -122,8 +125,9 @@ def _unexplained_counter_checks(pe) -> dict:
 
 def _assert_target(pe, signature: str) -> None:
     row = pe.row(signature)
+    target = row.target or TARGET          # the pool's figure for the row (pool.ROW_TARGETS)
     assert row.tp + row.fn > 0, f"no occurrences of {signature} in the pool"
-    assert (row.precision or 0) >= TARGET and (row.recall or 0) >= TARGET, why(pe.ev, row)
+    assert (row.precision or 0) >= target and (row.recall or 0) >= target, why(pe.ev, row)
 
 
 def test_truth_agrees_with_the_senders_counters(pooled):
@@ -144,6 +148,13 @@ def test_clean_draws_have_no_trouble(pooled):
     other = [d for d in row.details if not all(p.strip().startswith("flow signature bufferbloat")
                                                for p in d.split(":", 2)[2].split(";"))]
     assert not other, why(pooled.ev, row)
+
+
+def test_clean_draws_charge_nothing_to_loss_or_queueing(pooled):
+    """Issue 27: no query of a clean draw has a loss part or queueing in its time budget, except
+    queueing the truth measured on the lab's own path (budget_check.py)."""
+    row = pooled.row(CLEAN_ROW)
+    assert row.tp + row.fp > 0 and row.fp == 0, why(pooled.ev, row)
 
 
 def test_tables_agree_on_every_draw(pooled):
@@ -170,6 +181,11 @@ def test_pooled_target_at_client(pooled_at_client, signature):
 
 def test_clean_draws_at_the_client_have_no_trouble(pooled_at_client):
     row = pooled_at_client.row("no signature in clean runs")
+    assert row.tp + row.fp > 0 and row.fp == 0, why(pooled_at_client.ev, row)
+
+
+def test_clean_draws_at_the_client_charge_no_loss(pooled_at_client):
+    row = pooled_at_client.row(CLEAN_ROW)
     assert row.tp + row.fp > 0 and row.fp == 0, why(pooled_at_client.ev, row)
 
 

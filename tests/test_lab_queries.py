@@ -5,6 +5,7 @@ the queries/attribution issue):
    one RTT for at least 95 % of requests, and no request is missed or invented.
 2. In each impairment scenario the attribution names the injected impairment as the top
    contributor to the p99; in the clean scenario nothing is charged.
+3. (issue 27) Each query's time budget agrees with the relay log (budget_check.py).
 
 The scenarios of tests/lab/queries_check.py (QUERY_SCENARIOS: the lab's catalogue, evaluate.py's
 midburst_loss_x3 and bufferbloat_p99) run once, in parallel, in a module fixture; tailscope
@@ -31,6 +32,7 @@ if _ROOT not in sys.path:
 
 from tests.lab import run_scenarios  # noqa: E402
 from tests.lab.report import failed_runs, require_lab, show_table  # noqa: E402
+from tests.lab.budget_check import CLEAN_ROW, LOSS_ROW, POLICING_ROW  # noqa: E402
 from tests.lab.queries_check import (  # noqa: E402
     CLEAN,
     EXPECTED,
@@ -145,3 +147,18 @@ def test_lost_requests_and_final_acks(qeval, scenario):
     c = qeval.repairs[scenario]
     assert c.exercised, f"{scenario}: the relay dropped nothing the check is about {_where(qeval)}"
     assert not c.problems, "\n".join(c.problems + [_where(qeval)])
+
+
+def test_time_budget_against_the_relay_log(qeval):
+    """Issue 27 (tests/lab/budget_check.py): a tail-loss response's loss-recovery parts within one
+    RTT of the relay log's wait for the repair, a policed response's policing part within 20 % of
+    the policer's drops' waits, and nothing charged to loss or queueing in the clean scenario;
+    the share of qualifying queries at least the rows' target (0.90). The bufferbloat scenarios'
+    queue is tbf's (sampled every 50 ms, not per packet): their queueing is scored in the pool."""
+    rows = {r.signature: r for r in qeval.budget}
+    for name in (LOSS_ROW, POLICING_ROW):
+        r = rows[name]
+        assert r.tp + r.fn > 0, f"no query qualified for {name}"
+        assert r.recall >= r.target, "\n".join([repr(r)] + r.details[:10])
+    clean = rows[CLEAN_ROW]
+    assert clean.tp > 0 and clean.fp == 0, "\n".join(clean.details[:10])

@@ -543,3 +543,118 @@ def test_truth_data_read_out_of_send_order_is_overtaken():
     assert [(r["seq"], r["ip_id"]) for r in _overtaken(recs)] == [(1, 11), (4, 15)]
     assert not list(_overtaken([fwd(1, 65534), fwd(2, 65535), fwd(3, 0), fwd(4, 1)])), "IDs wrap"
     assert [r["seq"] for r in _overtaken([fwd(2, 0), fwd(1, 65535)])] == [1]
+
+
+def test_budget_truth_waits_count_overlaps_once_and_end_at_the_repair_that_got_through():
+    """A response's truth wait (budget_check.py): each lost first transmission from its send to
+    the send of the copy that completed its delivery (a lost resend extends it), overlapping
+    waits once; bytes of other responses and delivered originals are not waits."""
+    from tests.lab.budget_check import repair_waits, union_ns
+    from tests.lab.truth import Tx
+    flow = ("198.18.1.2", 40000, "198.18.2.2", 8443)
+    ms = 1_000_000
+
+    def tx(t_ms, off, arrive_ms=None, reason=None, frame=None):
+        rec = {"action": "drop", "reason": reason} if reason else {"action": "forward"}
+        return Tx("s2c", flow, t_ms * ms, off, 1, "A", 1000, off=off, frame=frame, rec=rec,
+                  arrive_ns=None if arrive_ms is None else arrive_ms * ms)
+    sent = [tx(0, 0, 20), tx(0, 1000, reason="random_loss", frame=2), tx(0, 2000, reason="policer", frame=3),
+            tx(100, 1000, 120, frame=4),                    # the middle one's fast retransmit, delivered
+            tx(300, 2000, reason="policer", frame=5),       # the tail's probe, lost again
+            tx(700, 2000, 720, frame=6),                    # its RTO resend, delivered
+            tx(800, 3000, reason="random_loss", frame=7),   # the next response's: not this one's
+            tx(900, 0, 920, frame=8)]                       # a spurious resend: no wait
+    waits = repair_waits(sent, 0, 3000)
+    assert [(w.off, w.sent_ns // ms, w.repaired_ns // ms, w.frame, w.repair_frame) for w in waits] == \
+        [(1000, 0, 100, 2, 4), (2000, 0, 700, 3, 6)]
+    assert waits[1].reasons == {"policer"}
+    assert union_ns(w.interval for w in waits) == 700 * ms, "the two waits overlap: 700 ms, not 800"
+    assert union_ns([(0, 10), (5, 20), (30, 40), (40, 41), (50, 45)]) == 31
+    unrepaired = repair_waits(sent[:3], 0, 3000)
+    assert [w.repaired_ns for w in unrepaired] == [None, None]
+
+
+def test_budget_truth_request_waits_start_when_the_lost_copy_would_have_arrived():
+    """A request segment the relay dropped before a server-side capture: the server waited from
+    when it would have arrived (client send + one-way delay) to the capture of the resend that got
+    through, not before the query's span began, and only where the capture saw the hole."""
+    from tests.lab.budget_check import request_waits
+    from tests.lab.truth import Tx
+    flow = ("198.18.1.2", 40000, "198.18.2.2", 8443)
+    ms = 1_000_000
+
+    def tx(t_ms, off, arrive_ms=None):
+        return Tx("c2s", flow, t_ms * ms, off, 1, "A", 1000, off=off,
+                  arrive_ns=None if arrive_ms is None else arrive_ms * ms)
+    sent = [tx(0, 0), tx(0, 1000, 40), tx(200, 0, 240)]        # the first lost, resent at 200 ms
+    assert request_waits(sent, 0, 2000, 40 * ms, since_ns=40 * ms) == [(40 * ms, 240 * ms)]
+    assert request_waits(sent, 0, 2000, 40 * ms, since_ns=100 * ms) == [(100 * ms, 240 * ms)]
+    assert request_waits(sent, 2000, 3000, 40 * ms, since_ns=0) == []
+    # the only segment lost: the server first sees the resend, like a first transmission
+    assert request_waits([tx(0, 0), tx(200, 0, 240)], 0, 1000, 40 * ms, since_ns=0) == []
+
+
+def test_budget_truth_queueing_is_the_budgets_model_with_the_relays_holds():
+    """Delivery x mean hold / (floor + mean hold), nothing under the budget's 20 ms line: one
+    round trip of delivery at a 140 ms RTT over a 40 ms floor is 100 ms of queueing (budget.rs'
+    own example)."""
+    from tests.lab.budget_check import queueing_truth_ns
+    ms = 1_000_000
+    assert queueing_truth_ns(140 * ms, [80 * ms, 120 * ms], 40 * ms) == 100 * ms
+    assert queueing_truth_ns(140 * ms, [19 * ms], 40 * ms) == 0
+    assert queueing_truth_ns(140 * ms, [], 40 * ms) == 0
+
+
+def test_budget_scoring_pairs_queries_with_responses_and_scores_each_row():
+    """One hand-made draw through budget_check.score_draw: a tail-loss response scored on its loss
+    parts within one RTT, a policed response on its policing part within 20 %, a clean draw's
+    query charged a loss part is a failure of the clean row."""
+    from types import SimpleNamespace
+
+    from tests.lab.budget_check import (CLEAN_ROW, LOSS_ANY_ROW, LOSS_ROW, POLICING_ROW, QUEUE_OTHER_ROW, QUEUE_ROW,
+                                         score_draw)
+    from tests.lab.evaluate import Row
+    from tests.lab.truth import FlowTruth, TailEpisode, Tx
+    ms = 1_000_000
+    flow = ("198.18.1.2", 40000, "198.18.2.2", 8443)
+    isn = 5000
+
+    def tx(t_ms, off, arrive_ms=None, reason=None, d="s2c", flags="A", ack=1, length=1000):
+        rec = {"action": "drop", "reason": reason} if reason else {"action": "forward"}
+        return Tx(d, flow, t_ms * ms, isn + 1 + off, ack, flags, length, off=off, rec=rec,
+                  arrive_ns=None if arrive_ms is None else arrive_ms * ms)
+    s2c = [Tx("s2c", flow, 0, isn, 1, "SA", 0, off=-1, arrive_ns=20 * ms),
+           tx(100, 0, 120), tx(100, 1000, reason="policer"),          # response 0: its tail dropped
+           tx(400, 1000, 420),                                        # ... and resent by the timer
+           tx(600, 2000, 620), tx(600, 3000, reason="policer"), tx(650, 3000, 670), tx(600, 4000, 620)]
+    c2s = [tx(440, 0, 440, d="c2s", ack=isn + 1 + 2000, length=0), tx(700, 0, 700, d="c2s", ack=isn + 1 + 5000,
+                                                                      length=0)]
+    ft = FlowTruth(flow, 4, policer_drops=12)
+    ep = TailEpisode(flow, "s2c", 0, isn + 1 + 1000, isn + 1 + 2000, 1, [], recovery=[(None, "tlp")])
+    ft.tails = [ep]
+    truth = SimpleNamespace(flows={flow: ft}, txs={(flow, "s2c"): s2c, (flow, "c2s"): c2s}, clean=False)
+    reqs = [{"src": flow[0], "sport": flow[1], "dst": flow[2], "dport": flow[3], "index": i, "resp_bytes": n,
+             "req_bytes": 200} for i, n in ((0, 2000), (1, 3000))]
+    res = SimpleNamespace(params={"delay_ms": 10}, requests=lambda: reqs)
+
+    def query(i, resp, **parts):
+        return {"flow_id": 1, "query_index": i, "response_bytes": resp,
+                **{f"budget_{p}_ns": v * ms for p, v in parts.items()}}
+    outputs = SimpleNamespace(
+        flows=[{"flow_id": 1, "client_ip": flow[0], "client_port": flow[1], "server_ip": flow[2],
+                "server_port": flow[3], "rtt_min_ns": 20 * ms, "signatures": ["policing"]}],
+        queries=[query(0, 2000, policing=290, transfer=50), query(1, 3000, policing=30)])
+    rows = {n: Row(n, "query", 0.9) for n in (LOSS_ROW, LOSS_ANY_ROW, POLICING_ROW, QUEUE_ROW, QUEUE_OTHER_ROW)}
+    rows[CLEAN_ROW] = Row(CLEAN_ROW, "query", None, kind="clean")
+    score_draw("d", truth, outputs, res, rows)
+    # response 0: truth waited 300 ms (100 -> 400), the budget 290: within one RTT (20 ms) and 20 %
+    assert (rows[LOSS_ROW].tp, rows[LOSS_ROW].fn) == (1, 0), rows[LOSS_ROW].details
+    # response 1: truth 50 ms (600 -> 650), the budget 30: 40 % off
+    assert (rows[POLICING_ROW].tp, rows[POLICING_ROW].fn) == (1, 1), rows[POLICING_ROW].details
+    assert "query 1: policing 30.0 ms vs truth 50.0 ms" in rows[POLICING_ROW].details[0]
+
+    truth.clean = True
+    outputs.queries = [query(0, 2000, transfer=300), query(1, 3000, fast_retransmit=1)]
+    rows[CLEAN_ROW] = Row(CLEAN_ROW, "query", None, kind="clean")
+    score_draw("d", truth, outputs, res, rows)
+    assert (rows[CLEAN_ROW].tp, rows[CLEAN_ROW].fp) == (1, 1), rows[CLEAN_ROW].details

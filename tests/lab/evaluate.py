@@ -156,6 +156,7 @@ class Outputs:
     events: list
     # tests/support/invariants.py on this run's dataset: the tables agree (empty = they do)
     invariant_violations: list = field(default_factory=list)
+    queries: list = field(default_factory=list)    # the time budget's rows (budget_check.py)
 
 
 def _read(out: Path, table: str) -> list[dict]:
@@ -185,7 +186,8 @@ def analyze(res: ScenarioResult, out_dir: Path) -> Outputs:
     ts_analyze([str(res.pcap)], out, AnalyzeOptions(progress=False))
     from tests.support import invariants
 
-    return Outputs(_read(out, "packets"), _read(out, "flows"), _read(out, "events"), invariants.violations(out))
+    return Outputs(_read(out, "packets"), _read(out, "flows"), _read(out, "events"), invariants.violations(out),
+                   _read(out, "queries"))
 
 
 # ---- scoring -----------------------------------------------------------------------------
@@ -537,7 +539,7 @@ def format_table(ev: Evaluation, details: int = 6) -> str:
         if r.fp_scenarios and r.kind != "clean":
             scen += "  FP in: " + ",".join(sorted(r.fp_scenarios))
         if r.kind == "clean":
-            vals = [r.signature, "flow", scen, f"{r.tp} ok", str(r.fp), "-", "-", "-", "0 FP", r.result]
+            vals = [r.signature, r.unit, scen, f"{r.tp} ok", str(r.fp), "-", "-", "-", "0 FP", r.result]
         elif r.kind == "unobservable":
             vals = [r.signature, r.unit, scen, "-", "-", "-", "-", "-", "-",
                     f"n/a: {r.tp + r.fn} ({r.unit}), tailscope flagged {r.tp}"]

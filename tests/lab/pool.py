@@ -14,11 +14,15 @@ draw holds few occurrences of any one signature. Added to evaluate.py's rows:
 * `policing rate within 15%` / `policing burst within 50%`: for every policed flow tailscope
   found, the fitted rate and bucket against the relay's configured token bucket (Flach et al.
   2016 report the rate; the bucket is what the burst estimate is checked against).
+* the time budget against the relay log (issue 27, budget_check.py): a tail-loss response's
+  loss-recovery parts within one RTT of the truth's wait for the repair, a policed response's
+  policing part and a bottlenecked response's queueing part within 20 %, and nothing charged to
+  loss or queueing in clean draws; share of qualifying queries >= 0.90 (ROW_TARGETS).
 * the worst draws: per draw, its FPs and FNs over the targeted rows, most first, with the
   parameters that made the draw (seed -> `python -m tests.lab.pool --seeds N` re-runs it).
 
-Targets (issue 16): >= 0.95 precision and recall for each row in POOL_TARGETS; no signature in
-clean draws.
+Targets (issue 16): >= 0.95 precision and recall for each row in POOL_TARGETS (the budget rows:
+their ROW_TARGETS); no signature in clean draws, no loss or queueing charged in their budgets.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .budget_check import BUDGET_TARGET, LOSS_ROW, POLICING_ROW, QUEUE_ROW, budget_rows
 from .draws import FAMILIES, at_client, parse_seeds, pool
 from .evaluate import TARGET, Evaluation, Row, evaluate, format_table
 from .harness import ScenarioResult, load_finished, run_scenarios
@@ -42,7 +47,11 @@ RATE_TOL, BURST_TOL = 0.15, 0.50
 FLOOR_ROW = f"policing rate, flow under {POLICER_RATE_OBSERVABLE:.0%} of it"
 POOL_TARGETS = ["synack_loss", "syn_loss", "tail_loss", "retx timer (rto|tlp) [s2c]",
                 "retx_cause=fast_retransmit [s2c]", "retx_cause=spurious [s2c]", "reordering", "policing", "bufferbloat",
-                "policing rate within 15%", FLOOR_ROW, "policing burst within 50%"]
+                "policing rate within 15%", FLOOR_ROW, "policing burst within 50%",
+                LOSS_ROW, POLICING_ROW, QUEUE_ROW]
+# Rows held to another figure than TARGET: the time budget's shares of queries within tolerance
+# (issue 27's first gate; budget_check.py, docs/accuracy.md)
+ROW_TARGETS = {LOSS_ROW: BUDGET_TARGET, POLICING_ROW: BUDGET_TARGET, QUEUE_ROW: BUDGET_TARGET}
 # At a client-side capture (draws.at_client): what that vantage sees whole - the client's SYNs and
 # the server's data arriving out of order. The server-direction detectors and a SYN-ACK lost before
 # the capture are reported, not scored (truth.FlowTruth.unobservable).
@@ -130,11 +139,11 @@ def score(results: dict, work_dir: Path, draws: dict, outputs: dict | None = Non
     the rows held to the target (POOL_TARGETS; CLIENT_TARGETS for draws captured at the client)."""
     targets = list(targets or POOL_TARGETS)
     ev = evaluate(results, work_dir, outputs)
-    ev.rows += [_timer_row(ev), *_policing_fit_rows(ev, draws)]
+    ev.rows += [_timer_row(ev), *_policing_fit_rows(ev, draws), *budget_rows(ev)]
     # the pool's targets, not evaluate.py's (which are set for the named scenarios)
     for r in ev.rows:
         if r.signature in targets:
-            r.target = TARGET
+            r.target = ROW_TARGETS.get(r.signature, TARGET)
         elif r.kind == "pr":
             r.target = None
     pe = PoolEvaluation(ev, draws, targets=targets)

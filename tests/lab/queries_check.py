@@ -9,6 +9,8 @@ The proof items of the queries/attribution issue:
    one RTT for at least 95 % of requests, and no request is missed or invented.
 2. In each impairment scenario the attribution names the injected impairment as the top
    contributor to the p99; in the clean scenario nothing is charged.
+3. (issue 27) Each query's time budget against the relay log: budget_check.py's rows, printed
+   as the last table (tests/test_lab_queries.py gates the loss, policing and clean rows).
 
 Part 1: queries against the client's request log
 ------------------------------------------------
@@ -127,6 +129,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .budget_check import budget_table, score_datasets
 from .evaluate import EVAL_SCENARIOS, _read
 from .harness import ScenarioResult, run_scenarios
 from .pcapread import read_pcap
@@ -711,6 +714,7 @@ class QueriesEvaluation:
     latency: dict                  # scenario -> LatencyCheck
     attribution: dict              # scenario -> AttributionCheck
     repairs: dict = field(default_factory=dict)   # scenario -> RepairCheck (REPAIR_SCENARIOS)
+    budget: list = field(default_factory=list)    # the time budget's rows against the relay log (budget_check.py)
     table: str = ""
     table_path: Path | None = None
 
@@ -725,7 +729,7 @@ def evaluate(results: dict, work_dir: Path) -> QueriesEvaluation:
     lat = {n: check_latencies(ok[n], datasets[n]) for n in ok}
     att = {n: check_attribution(ok[n], datasets[n]) for n in ok}
     rep = {n: check_repairs(ok[n], datasets[n], lat[n]) for n in ok if n in REPAIR_SCENARIOS}
-    ev = QueriesEvaluation(dict(results), datasets, lat, att, rep)
+    ev = QueriesEvaluation(dict(results), datasets, lat, att, rep, score_datasets(ok, datasets))
     ev.table = format_tables(ev)
     return ev
 
@@ -735,7 +739,8 @@ def format_tables(ev: QueriesEvaluation, details: int = 6) -> str:
              "Tail-latency attribution at p99 (tailscope stats' attribution on each scenario's dataset)",
              attribution_table(list(ev.attribution.values())), "",
              "Requests lost before the capture and lost final ACKs (issue 16's queries rules)",
-             repair_table(list(ev.repairs.values()))]
+             repair_table(list(ev.repairs.values())), "",
+             "Time budgets against the relay log (issue 27; budget_check.py)", budget_table(ev.budget)]
     failed = [f"{n}: {r!r}" for n, r in ev.results.items() if not isinstance(r, ScenarioResult)]
     failed += [f"{n}: run problems {r.problems}" for n, r in ev.results.items()
                if isinstance(r, ScenarioResult) and r.problems]
@@ -769,7 +774,8 @@ def main(argv: list[str] | None = None) -> int:
            and not any(c.missed or c.invented or c.mismatched for c in lat))
     ok2 = all(c.result in ("PASS", "not scored") for c in ev.attribution.values())
     ok3 = all(c.exercised and not c.problems for c in ev.repairs.values())
-    return 0 if ok1 and ok2 and ok3 else 1
+    ok4 = all(r.result in ("PASS", "info") or r.result.startswith("n/a") for r in ev.budget)
+    return 0 if ok1 and ok2 and ok3 and ok4 else 1
 
 
 if __name__ == "__main__":

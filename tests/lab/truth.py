@@ -731,13 +731,24 @@ def _reported(r: "Retx", resend: "Tx | None", acks: list) -> bool:
 # ---- the scenario --------------------------------------------------------------------------
 
 def _sampled_queue_ms(data: list, acks: list, one_way_ms: float, after_relay=None) -> list:
+    """The queueing in each RTT sample, ms (queue_samples)."""
+    return [q for _, q in queue_samples(data, acks, one_way_ms, after_relay)]
+
+
+def queue_samples(data: list, acks: list, one_way_ms: float, after_relay=None, sacked: bool = False) -> list:
     """How much each RTT sample a server-side capture takes of the flow exceeded the path's base
-    RTT, in ms (module docstring): per ACK that advances, the segment ending where it
-    acknowledges, sent once, the ACK retiring no retransmitted data; the segment's transit
-    (capture -> relay release) and the ACK's (client send -> relay read, from its TSval against
-    the flow's least offset, then relay read -> release), each over `one_way_ms`. Jitter below
-    the mean makes it negative. `after_relay(ts_ns)`: a queue after the relay (tbf's sampled
-    backlog) the data segment met when the relay released it."""
+    RTT, with the data segment the sample timed: [(Tx, ms)] (module docstring; budget_check.py
+    reads them per response). Per ACK that advances, the segment ending where it acknowledges,
+    sent once, the ACK retiring no retransmitted data; the segment's transit (capture -> relay
+    release) and the ACK's (client send -> relay read, from its TSval against the flow's least
+    offset, then relay read -> release), each over `one_way_ms`. Jitter below the mean makes it
+    negative. `after_relay(ts_ns)`: a queue after the relay (tbf's sampled backlog) the data
+    segment met when the relay released it. `sacked`: also each ACK that SACKs new data (its
+    first block's right edge above any SACKed before), timing the segment ending there, sent once
+    - the samples a sender takes while a hole is open (Linux's tcp_sacktag_write_queue, and
+    tailscope's): without them a recovery's RTT is not measured at all, and the lab's path can
+    hold the ACKs meanwhile (pool 41-96, draw0061_policing port 55576: the relay held the
+    client's SACKs 130 ms beyond their propagation delay at frame 890, while no ACK advanced)."""
     def waited(rec: dict, since_ns: int) -> float:
         return (rec["ts_ns"] - since_ns) / 1e6 - one_way_ms
 
@@ -751,9 +762,22 @@ def _sampled_queue_ms(data: list, acks: list, one_way_ms: float, after_relay=Non
     acks = sorted((t for t in acks if "A" in t.flags and fwd(t)), key=lambda t: t.cap_ts_ns)
     offsets = [a.rec["rx_ts_ns"] / 1e6 - a.tsval for a in acks if a.tsval]
     least = min(offsets) if offsets else 0.0
-    out, prev = [], None
+    out, prev, sacked_to = [], None, None
+
+    def sample(t, a):
+        client_side = a.rec["rx_ts_ns"] / 1e6 - a.tsval - least if a.tsval else 0.0
+        q = waited(t.rec, t.cap_ts_ns) + waited(a.rec, a.rec["rx_ts_ns"]) + max(0.0, client_side)
+        out.append((t, q + (after_relay(t.rec["ts_ns"]) if after_relay else 0.0)))
+
     for a in acks:
         if prev is not None and (a.ack == prev or _seq_lt(a.ack, prev)):
+            if sacked and a.sack:
+                edge = a.sack[0][1]
+                if _seq_lt(a.ack, edge) and (sacked_to is None or _seq_lt(sacked_to, edge)):
+                    sacked_to = edge
+                    t = ends.get(edge)
+                    if t is not None and t.cap_ts_ns < a.cap_ts_ns:
+                        sample(t, a)
             continue
         since, prev = prev, a.ack
         t = ends.get(a.ack)
@@ -761,9 +785,7 @@ def _sampled_queue_ms(data: list, acks: list, one_way_ms: float, after_relay=Non
             continue
         if since is not None and any(not _seq_lt(x, since) and _seq_lt(x, a.ack) for x in resent):
             continue                                      # Karn: the ACK retires a retransmission
-        client_side = a.rec["rx_ts_ns"] / 1e6 - a.tsval - least if a.tsval else 0.0
-        q = waited(t.rec, t.cap_ts_ns) + waited(a.rec, a.rec["rx_ts_ns"]) + max(0.0, client_side)
-        out.append(q + (after_relay(t.rec["ts_ns"]) if after_relay else 0.0))
+        sample(t, a)
     return out
 
 
