@@ -19,6 +19,7 @@ mod cause;
 mod direction;
 mod handshake;
 mod retransmission;
+mod scoreboard;
 mod send;
 mod summary;
 #[cfg(test)]
