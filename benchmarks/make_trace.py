@@ -20,6 +20,11 @@ they would on a busy server's interface.
 - Deterministic for a given --seed and set of samples; streamed (memory is the samples plus one
   small iterator per instance); a few µs per packet in pure Python.
 
+With ``--window N [N ...]`` the trace is synthetic instead: back-to-back long bulk downloads, each
+with N segments in flight (a server-side capture of a 1.16 Gbit/s sender on a path whose RTT is N
+x 10 µs, 1% of first transmissions lost after the capture, SACK; see ``window_connection``), for
+the cost of the per-ACK work against the window (benchmarks/run.py --trace window, --sweep).
+
 A JSON sidecar ``<out>.json`` records the parameters and counts; benchmarks/run.py uses it to
 decide whether a trace can be reused.
 

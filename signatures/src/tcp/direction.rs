@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use super::scoreboard::Scoreboard;
 use crate::rtt::{Estimator, Samples};
+use crate::spare::ShrinkSpare;
 
 /// Unacknowledged segments remembered per direction (Wireshark keeps at most 10,000).
 pub(super) const MAX_UNACKED: usize = 10_000;
@@ -173,13 +174,13 @@ impl DirSeq {
         self.fin_resends = Vec::new();
     }
 
-    /// Give back spare capacity, keeping every entry.
+    /// Give back spare capacity worth a reallocation (`ShrinkSpare`), keeping every entry.
     pub(super) fn shrink_to_fit(&mut self) {
         self.segments.shrink_to_fit();
-        self.holes.shrink_to_fit();
-        self.sack_holes.shrink_to_fit();
-        self.tsvals.shrink_to_fit();
-        self.recent_retx.shrink_to_fit();
+        self.holes.shrink_spare();
+        self.sack_holes.shrink_spare();
+        self.tsvals.shrink_spare();
+        self.recent_retx.shrink_spare();
         self.rtt.shrink_to_fit();
     }
 }

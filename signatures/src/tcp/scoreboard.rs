@@ -25,6 +25,7 @@ use std::collections::VecDeque;
 
 use super::direction::Unacked;
 use crate::seq_number::SeqNumber;
+use crate::spare::ShrinkSpare;
 
 /// Values less than this far above the base compare by distance exactly as modulo 2^32.
 const HALF: u32 = 1 << 31;
@@ -143,8 +144,8 @@ impl Scoreboard {
     }
 
     pub(super) fn shrink_to_fit(&mut self) {
-        self.segs.shrink_to_fit();
-        self.trimmed = Vec::new();
+        self.segs.shrink_spare();
+        self.trimmed.shrink_spare();
     }
 
     /// Keep only the segments starting at `seq`.
@@ -261,11 +262,7 @@ impl Scoreboard {
     /// remembered range claims SACKed (those that start no later than its end less the longest
     /// segment), or nowhere.
     fn jump(&self, o: u32) -> Option<u32> {
-        let reach = self.sacked[..self.n_sacked]
-            .iter()
-            .filter(|s| self.off(s.l) <= o)
-            .map(|s| self.off(s.r))
-            .max()?;
+        let reach = self.sacked[..self.n_sacked].iter().filter(|s| self.off(s.l) <= o).map(|s| self.off(s.r)).max()?;
         let past = reach.checked_sub(self.max_span)? + 1;
         (past > o + 1).then_some(past)
     }
@@ -274,7 +271,12 @@ impl Scoreboard {
     /// one it cuts keeps its bytes above it. `deliver` sees every segment starting below `ack`.
     /// Returns the exact match's RTT sample (the first sent of those never retransmitted nor
     /// SACKed) and whether retransmitted data was retired.
-    pub(super) fn settle(&mut self, ack: u32, now: i64, mut deliver: impl FnMut(&Unacked)) -> (Option<(i64, u32)>, bool) {
+    pub(super) fn settle(
+        &mut self,
+        ack: u32,
+        now: i64,
+        mut deliver: impl FnMut(&Unacked),
+    ) -> (Option<(i64, u32)>, bool) {
         let mut timed_at: Option<(u64, i64, u32)> = None;
         let mut retired_retx = false;
         if !self.near(ack) {
@@ -351,7 +353,12 @@ impl Scoreboard {
     /// Mark the segments held entirely inside a SACK block. `deliver` sees each one marked.
     /// Returns the RTT sample of the newest one marked that was never retransmitted: (RTT, bytes
     /// in flight when it was sent).
-    pub(super) fn sack(&mut self, blocks: &[(u32, u32)], now: i64, mut deliver: impl FnMut(&Unacked)) -> Option<(i64, u32)> {
+    pub(super) fn sack(
+        &mut self,
+        blocks: &[(u32, u32)],
+        now: i64,
+        mut deliver: impl FnMut(&Unacked),
+    ) -> Option<(i64, u32)> {
         let mut newest = Newest::default();
         let mut mark = |u: &mut Unacked| {
             deliver(u);
@@ -537,7 +544,9 @@ mod tests {
             sample
         }
         fn any_resent_in(&self, ack: u32, l: u32) -> bool {
-            self.segs.iter().any(|u| u.retransmitted && SeqNumber(ack).at_or_before(u.seq) && SeqNumber(u.seq).before(l))
+            self.segs
+                .iter()
+                .any(|u| u.retransmitted && SeqNumber(ack).at_or_before(u.seq) && SeqNumber(u.seq).before(l))
         }
         fn first_covering(&self, seq: u32) -> Option<Unacked> {
             self.segs
@@ -641,8 +650,14 @@ mod tests {
                 40..=54 if in_flight > 0 => {
                     let at = una.wrapping_add(rng.below(u64::from(in_flight)) as u32);
                     let len = if rng.chance(70) { mss } else { 1 + rng.below(u64::from(mss) * 2) as u32 };
-                    assert_eq!(format!("{:?}", board.first_covering(at)), format!("{:?}", reference.first_covering(at)));
-                    assert_eq!(format!("{:?}", board.latest_exact(at, len)), format!("{:?}", reference.latest_exact(at, len)));
+                    assert_eq!(
+                        format!("{:?}", board.first_covering(at)),
+                        format!("{:?}", reference.first_covering(at))
+                    );
+                    assert_eq!(
+                        format!("{:?}", board.latest_exact(at, len)),
+                        format!("{:?}", reference.latest_exact(at, len))
+                    );
                     assert_eq!(board.latest_covering(at).map(|u| u.idx), reference.latest_covering(at));
                     board.mark_retransmitted(at, len);
                     reference.mark_retransmitted(at, len);
