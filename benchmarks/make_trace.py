@@ -20,6 +20,11 @@ they would on a busy server's interface.
 - Deterministic for a given --seed and set of samples; streamed (memory is the samples plus one
   small iterator per instance); a few µs per packet in pure Python.
 
+With ``--window N [N ...]`` the trace is synthetic instead: back-to-back long bulk downloads, each
+with N segments in flight (a server-side capture of a 1.16 Gbit/s sender on a path whose RTT is N
+x 10 µs, 1% of first transmissions lost after the capture, SACK; see ``window_connection``), for
+the cost of the per-ACK work against the window (benchmarks/run.py --trace window, --sweep).
+
 A JSON sidecar ``<out>.json`` records the parameters and counts; benchmarks/run.py uses it to
 decide whether a trace can be reused.
 
@@ -28,6 +33,8 @@ decide whether a trace can be reused.
 from __future__ import annotations
 
 import argparse
+import bisect
+import collections
 import hashlib
 import heapq
 import ipaddress
@@ -320,6 +327,188 @@ def build(
     return meta
 
 
+# ---------------------------------------------------------------------------------------------
+# --window: long transfers with many segments in flight (synthetic, no sample)
+
+WINDOW_GAP_US = 10  # one 1448-byte segment every 10 µs: 1.16 Gbit/s
+WINDOW_MSS = 1448
+WINDOW_LOSS = 0.01
+WINDOW_SERVER = bytes([198, 18, 2, 2])
+WINDOW_SNAPLEN = 128
+
+
+def _csum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    s = (s & 0xFFFF) + (s >> 16)
+    s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def _frame(src: bytes, dst: bytes, sport: int, dport: int, seq: int, ack: int, flags: int, payload_len: int,
+           options: bytes = b"", window: int = 65535) -> tuple[bytes, int]:
+    """Ethernet + IPv4 + TCP with correct checksums; the payload (zeros) is cut by the snaplen but
+    counted in the lengths. Zeros add nothing to the TCP checksum, so it is exact."""
+    thl = 20 + len(options)
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, (thl // 4) << 4, flags, window, 0, 0) + options
+    tot = 20 + thl + payload_len
+    pseudo = src + dst + struct.pack("!BBH", 0, 6, thl + payload_len)
+    tcp = tcp[:16] + struct.pack("!H", _csum(pseudo + tcp)) + tcp[18:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, tot, 0, 0x4000, 64, 6, 0, src, dst)
+    ip = ip[:10] + struct.pack("!H", _csum(ip)) + ip[12:]
+    eth = b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00"
+    data = eth + ip + tcp + bytes(payload_len)
+    return data[:WINDOW_SNAPLEN], len(data)
+
+
+def _sack_option(blocks) -> bytes:
+    if not blocks:
+        return b""
+    return b"\x01\x01" + bytes([5, 2 + 8 * len(blocks)]) + b"".join(
+        struct.pack("!II", l & 0xFFFFFFFF, r & 0xFFFFFFFF) for l, r in blocks)
+
+
+def window_connection(emit, n: int, t0: int, window: int, segments: int, rng: random.Random, loss: float) -> int:
+    """One server-side capture of a bulk download with `window` segments in flight: the server
+    sends a segment every WINDOW_GAP_US µs on a path whose RTT is window x that gap; a share
+    `loss` of first transmissions is lost after the capture; the receiver ACKs every second
+    segment in order and every segment while a hole is open, with up to 3 SACK blocks (the one
+    the arrival extended first); the sender resends a lost segment an RTT and three segments
+    after it left (as SACK's dupthresh would), and resends are not lost. Returns the end time."""
+    client = bytes([10, (n >> 16) & 255, (n >> 8) & 255, n & 255])
+    cport, sport = 20000 + n % 40000, 443
+    gap, mss = WINDOW_GAP_US, WINDOW_MSS
+    rtt = window * gap
+    half = rtt // 2
+    ciss, siss = rng.getrandbits(32), rng.getrandbits(32)
+    syn_opts = struct.pack("!BBH", 2, 4, mss) + b"\x01\x03\x03\x09" + b"\x01\x01\x04\x02"  # MSS, NOP+wscale 9 (33 MB), NOP NOP SACK-ok
+    t = t0
+    emit(t, *_frame(client, WINDOW_SERVER, cport, sport, ciss, 0, 0x02, 0, syn_opts))
+    emit(t + 5, *_frame(WINDOW_SERVER, client, sport, cport, siss, ciss + 1, 0x12, 0, syn_opts))
+    t += 5 + rtt
+    emit(t, *_frame(client, WINDOW_SERVER, cport, sport, ciss + 1, siss + 1, 0x10, 0))
+    emit(t + 1, *_frame(client, WINDOW_SERVER, cport, sport, ciss + 1, siss + 1, 0x18, 100))
+    cseq = ciss + 101
+    t += 2
+    acks = collections.deque()  # (capture time, frame, orig_len), in time order
+    retx = collections.deque()  # (due time, segment index)
+    lost = set()
+    # Receiver: next expected segment index and the received ranges above it [l, r) (indexes).
+    rcv_nxt, ranges, pending = 0, [], 0
+    sent = k = 0
+    base = siss + 1
+
+    def ack_frame(at, blocks):
+        opt = _sack_option([(base + l * mss, base + r * mss) for l, r in blocks])
+        acks.append((at,) + _frame(client, WINDOW_SERVER, cport, sport, cseq, base + rcv_nxt * mss, 0x10, 0, opt, 65535))
+
+    while True:
+        now = t + k * gap
+        while acks and acks[0][0] <= now:
+            emit(*acks.popleft())
+        if retx and retx[0][0] <= now:
+            i, resent = retx.popleft()[1], True
+        elif sent < segments:
+            i, resent = sent, False
+            sent += 1
+        elif acks or retx:
+            k += 1
+            continue
+        else:
+            break
+        emit(now, *_frame(WINDOW_SERVER, client, sport, cport, base + i * mss, cseq, 0x10, mss))
+        k += 1
+        if not resent and rng.random() < loss:
+            retx.append((now + rtt + 3 * gap, i))
+            continue
+        # The receiver gets segment i at now + rtt/2; its ACK reaches the capture at now + rtt.
+        at = now + rtt
+        if i == rcv_nxt:
+            rcv_nxt += 1
+            if ranges and ranges[0][0] == rcv_nxt:
+                rcv_nxt = ranges.pop(0)[1]
+            if ranges or resent:
+                ack_frame(at, ranges[-3:][::-1])
+                pending = 0
+            else:
+                pending += 1
+                if pending == 2:
+                    ack_frame(at, [])
+                    pending = 0
+            continue
+        j = bisect.bisect_left(ranges, [i + 1])
+        if j and ranges[j - 1][1] == i:
+            ranges[j - 1][1] = i + 1
+            j -= 1
+        elif j < len(ranges) and ranges[j][0] == i + 1:
+            ranges[j][0] = i
+        else:
+            ranges.insert(j, [i, i + 1])
+        if j + 1 < len(ranges) and ranges[j][1] == ranges[j + 1][0]:
+            ranges[j][1] = ranges.pop(j + 1)[1]
+        first = ranges[j]
+        others = [r for r in ranges[-3:][::-1] if r is not first][:2]
+        ack_frame(at, [first] + others)
+    end = base + segments * mss
+    now = t + k * gap
+    emit(now, *_frame(WINDOW_SERVER, client, sport, cport, end, cseq, 0x11, 0))
+    emit(now + rtt, *_frame(client, WINDOW_SERVER, cport, sport, cseq, end + 1, 0x11, 0))
+    emit(now + rtt + 5, *_frame(WINDOW_SERVER, client, sport, cport, end + 1, cseq + 1, 0x10, 0))
+    return now + rtt + 5
+
+
+def build_window(out: Path, packets: int, windows: list[int], seed: int = DEFAULT_SEED, loss: float = WINDOW_LOSS,
+                 quiet: bool = False) -> dict:
+    """A trace of back-to-back long transfers (`window_connection`), cycling through `windows`
+    (segments in flight); each lasts 50 windows (at least 500 segments)."""
+    t_start = time.perf_counter()
+    rng = random.Random(seed)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    pack = struct.Struct("<IIII").pack
+    stats = {"packets": 0, "bytes": 24}
+    t0 = 1_700_000_000 * 1_000_000
+    with open(tmp, "wb", buffering=1 << 20) as fh:
+        fh.write(struct.pack("<IHHiIII", PCAP_MAGIC_US, 2, 4, 0, 0, WINDOW_SNAPLEN, LINKTYPE_ETHERNET))
+
+        def emit(ts, data, orig_len):
+            fh.write(pack(ts // 1_000_000, ts % 1_000_000, len(data), orig_len))
+            fh.write(data)
+            stats["packets"] += 1
+            stats["bytes"] += 16 + len(data)
+
+        n = t = 0
+        while stats["packets"] < packets:
+            w = windows[n % len(windows)]
+            n += 1
+            # About 1.55 packets per segment (data, ACKs, resends).
+            segs = max(500, min(50 * w, int((packets - stats["packets"]) / 1.55) + 1))
+            t = window_connection(emit, n, t0 + t, w, segs, rng, loss) - t0 + 1000
+    os.replace(tmp, out)
+    elapsed = time.perf_counter() - t_start
+    meta = {
+        "trace": out.name,
+        "packets": stats["packets"],
+        "bytes": stats["bytes"],
+        "requested_packets": packets,
+        "windows": windows,
+        "connections": n,
+        "loss": loss,
+        "seed": seed,
+        "rate_pps": None,
+        "span_s": round(t / 1e6, 3),
+        "samples": [],
+        "build_seconds": round(elapsed, 2),
+        "generator": "benchmarks/make_trace.py --window",
+    }
+    Path(str(out) + ".json").write_text(json.dumps(meta, indent=1) + "\n")
+    if not quiet:
+        print(f"make_trace: {out}: {stats['packets']:,} packets, {n} transfers with {windows} segments in flight, "
+              f"built in {elapsed:.1f} s", file=sys.stderr)
+    return meta
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--packets", type=int, default=1_000_000, help="at least this many packets (whole copies; default 1000000)")
@@ -328,10 +517,17 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", type=float, default=DEFAULT_RATE, help=f"average packets per second of trace time: sets the span and so how many connections overlap (default {DEFAULT_RATE})")
     ap.add_argument("--samples", type=Path, default=DEFAULT_SAMPLES, help="directory of sample captures (default samples/)")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="use only these samples (file stems)")
+    ap.add_argument("--window", type=int, nargs="+", metavar="SEGMENTS",
+                    help="instead of the samples: back-to-back long transfers with this many segments in flight "
+                         "(1%% loss, SACK; cycling through the values given)")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
     if args.packets <= 0 or args.rate <= 0:
         ap.error("--packets and --rate must be positive")
+    if args.window:
+        out = args.out or HERE / "out" / f"trace-window-{'-'.join(map(str, args.window))}-{args.packets}.pcap"
+        build_window(out, args.packets, args.window, seed=args.seed, quiet=args.quiet)
+        return 0
     out = args.out or HERE / "out" / f"trace-{args.packets}.pcap"
     build(out, args.packets, seed=args.seed, rate=args.rate, sample_dir=args.samples, names=args.only, quiet=args.quiet)
     return 0

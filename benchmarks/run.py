@@ -60,6 +60,10 @@ TARGET_PEAK_RSS_MIB = 256
 # --trace bulk: the samples whose connections are bulk transfers meeting loss, a policer, a
 # queue or reordering
 BULK_SAMPLES = ["bufferbloat", "policing", "midburst_loss", "reordering"]
+# --trace window: long transfers with this many segments in flight, one after the other
+WINDOW_TRACE = [1000, 3000, 10000]
+# --sweep: segments in flight
+SWEEP_WINDOWS = [10, 100, 1000, 10000]
 
 NATIVE_SNIPPET = r"""
 import sys, time
@@ -284,7 +288,8 @@ def native_report(stdout):
         return {}
 
 
-def build_tools(trace: Path, ts_bin, ts_python, selected: set[str], breakdown: bool) -> tuple[list[Tool], list[str]]:
+def build_tools(trace: Path, ts_bin, ts_python, selected: set[str], breakdown: bool,
+                kept: tuple[str, ...] = ()) -> tuple[list[Tool], list[str]]:
     tools, missing = [], []
     ts_out = OUT / "run-tailscope"
 
@@ -303,6 +308,19 @@ def build_tools(trace: Path, ts_bin, ts_python, selected: set[str], breakdown: b
                     what="decode + flows + TCP signatures + Parquet",
                 )
             )
+            for k in kept:
+                tools.append(
+                    Tool(
+                        f"tailscope:{k}",
+                        [ts_bin, "analyze", str(trace), "--out", str(ts_out), "-q", "--no-checksums", "--json", "--jobs", "1",
+                         "--packets", k],
+                        stdout=str(OUT / f"tailscope-{k}.json"),
+                        before=clean_ts_out,
+                        parse=tailscope_report,
+                        main=False,
+                        what=f"the same, --packets {k}",
+                    )
+                )
             tools.append(
                 Tool(
                     "tailscope:all-cores",
@@ -377,6 +395,23 @@ def build_tools(trace: Path, ts_bin, ts_python, selected: set[str], breakdown: b
 # trace
 
 
+def ensure_window_trace(packets: int, seed: int, rebuild: bool, windows: list[int]) -> tuple[Path, dict]:
+    """The --trace window trace (make_trace.py --window): built once per size, seed and windows."""
+    trace = OUT / f"trace-window-{'-'.join(map(str, windows))}-{packets}.pcap"
+    side = Path(str(trace) + ".json")
+    if trace.exists() and side.exists() and not rebuild:
+        try:
+            meta = json.loads(side.read_text())
+            if (meta.get("requested_packets"), meta.get("seed"), meta.get("windows")) == (packets, seed, windows) \
+                    and trace.stat().st_size == meta.get("bytes"):
+                log(f"reusing {trace} ({meta['packets']:,} packets)")
+                return trace, meta
+        except (ValueError, TypeError, OSError):
+            pass
+    log(f"building {trace} (long transfers, {windows} segments in flight)")
+    return trace, make_trace.build_window(trace, packets, windows, seed=seed)
+
+
 def ensure_trace(packets: int, seed: int, rate: float, rebuild: bool, names: list[str] | None = None) -> tuple[Path, dict]:
     trace = OUT / (f"trace-{packets}.pcap" if names is None else f"trace-bulk-{packets}.pcap")
     side = Path(str(trace) + ".json")
@@ -419,8 +454,15 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="rounds; the median wall time is reported (default 5)")
     ap.add_argument("--cpu", type=int, default=0, help="core to pin every tool to (default 0)")
     ap.add_argument("--tools", default="tailscope,tcptrace,tshark,tcpdump", help="comma-separated subset of tailscope,tcptrace,tshark,tcpdump")
-    ap.add_argument("--trace", choices=["mix", "bulk"], default="mix",
-                    help="mix: every lab sample (default); bulk: bulk transfers with loss, policing, queues, reordering")
+    ap.add_argument("--trace", choices=["mix", "bulk", "window"], default="mix",
+                    help="mix: every lab sample (default); bulk: bulk transfers with loss, policing, queues, reordering; "
+                         "window: long transfers with 1,000-10,000 segments in flight (make_trace.py --window)")
+    ap.add_argument("--kept", default="",
+                    help="also run tailscope with these --packets choices (comma-separated: tagged,none), as rows "
+                         "tailscope:tagged, tailscope:none")
+    ap.add_argument("--sweep", action="store_true",
+                    help="instead of the table: CPU µs per packet of tailscope --packets none and tcptrace against "
+                         "segments in flight (10, 100, 1,000, 10,000), each on a window trace of --packets packets")
     ap.add_argument("--no-breakdown", action="store_true", help="skip the tailscope:native and tailscope:startup rows")
     ap.add_argument("--tailscope", help="path of the tailscope console script (default: next to this Python, on PATH, or /tmp/venv/bin)")
     ap.add_argument("--seed", type=int, default=make_trace.DEFAULT_SEED, help="trace seed")
@@ -437,10 +479,19 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown tool(s): {', '.join(sorted(unknown))}")
 
+    kept = tuple(k.strip() for k in args.kept.split(",") if k.strip())
+    if set(kept) - {"all", "tagged", "none"}:
+        ap.error("--kept: choices are all, tagged, none")
+
     OUT.mkdir(parents=True, exist_ok=True)
     ts_bin, ts_python = find_tailscope(args.tailscope)
-    trace, meta = ensure_trace(args.packets, args.seed, args.rate, args.rebuild, BULK_SAMPLES if args.trace == "bulk" else None)
-    tools, missing = build_tools(trace, ts_bin, ts_python, selected, not args.no_breakdown)
+    if args.sweep:
+        return sweep(args, ts_bin)
+    if args.trace == "window":
+        trace, meta = ensure_window_trace(args.packets, args.seed, args.rebuild, WINDOW_TRACE)
+    else:
+        trace, meta = ensure_trace(args.packets, args.seed, args.rate, args.rebuild, BULK_SAMPLES if args.trace == "bulk" else None)
+    tools, missing = build_tools(trace, ts_bin, ts_python, selected, not args.no_breakdown, kept)
     for m in missing:
         log(f"warning: not found, skipped: {m}")
     if not tools:
@@ -596,6 +647,54 @@ def main(argv=None) -> int:
     return 0
 
 
+def pin_argv(cpu: int) -> list[str]:
+    taskset = shutil.which("taskset")
+    if taskset:
+        return [taskset, "-c", str(cpu)]
+    os.sched_setaffinity(0, {cpu})
+    return []
+
+
+def sweep(args, ts_bin) -> int:
+    """CPU µs per packet against segments in flight: tailscope --packets none (the analysis with
+    no packet rows) and tcptrace, interleaved rounds on one core, one window trace per size."""
+    tcptrace = shutil.which("tcptrace")
+    if not ts_bin:
+        log("tailscope not found")
+        return 2
+    pin = pin_argv(args.cpu)
+    gnu_time = None if args.no_gnu_time else find_gnu_time()
+    ts_out = OUT / "run-tailscope"
+    rows = []
+    for w in SWEEP_WINDOWS:
+        trace, meta = ensure_window_trace(args.packets, args.seed, args.rebuild, [w])
+        warm_cache(trace)
+        runs = {"tailscope": [], "tcptrace": []}
+        for _ in range(args.repeat):
+            shutil.rmtree(ts_out, ignore_errors=True)
+            r = measure([ts_bin, "analyze", str(trace), "--out", str(ts_out), "-q", "--no-checksums", "--jobs", "1",
+                         "--packets", "none"], pin=pin, gnu_time=gnu_time)
+            if r["exit"] == 0:
+                runs["tailscope"].append(r["cpu_s"])
+            if tcptrace:
+                r = measure([tcptrace, "-n", "-l", "-r", str(trace)], pin=pin, gnu_time=gnu_time)
+                if r["exit"] == 0:
+                    runs["tcptrace"].append(r["cpu_s"])
+        n = meta["packets"]
+        us = {k: statistics.median(v) / n * 1e6 if v else None for k, v in runs.items()}
+        rows.append({"segments_in_flight": w, "packets": n, "tailscope_none_us": us["tailscope"], "tcptrace_us": us["tcptrace"]})
+        log(f"  {w:>6,} in flight: tailscope --packets none {fmt(us['tailscope'], '.3f')} µs/packet, "
+            f"tcptrace {fmt(us['tcptrace'], '.3f')} µs/packet")
+    print(f"\nCPU µs per packet (median of {args.repeat}, {' '.join(pin) or 'pinned'}; load {loadavg()})")
+    print(f"{'in flight':>10s} {'packets':>10s} {'tailscope none':>15s} {'tcptrace':>9s} {'x tcptrace':>10s}")
+    for r in rows:
+        x = r["tcptrace_us"] / r["tailscope_none_us"] if r["tcptrace_us"] and r["tailscope_none_us"] else None
+        print(f"{r['segments_in_flight']:>10,} {r['packets']:>10,} {fmt(r['tailscope_none_us'], '.3f'):>15s} "
+              f"{fmt(r['tcptrace_us'], '.3f'):>9s} {fmt(x, '.2f'):>10s}")
+    (OUT / "last-sweep.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
 def fmt(x, spec, none="-"):
     return none if x is None else format(x, spec)
 
@@ -604,20 +703,25 @@ def print_table(res: dict, fh) -> None:
     m, tr = res["machine"], res["trace"]
     w = lambda s="": print(s, file=fh)  # noqa: E731
     w()
-    w(f"trace   {tr['trace']}: {tr['packets']:,} packets, {tr['bytes'] / 2**20:.1f} MiB, "
-      f"{tr['instances']:,} sample instances ({tr['copies']} copies) over {tr['span_s']:g} s")
+    if tr.get("instances") is None:
+        w(f"trace   {tr['trace']}: {tr['packets']:,} packets, {tr['bytes'] / 2**20:.1f} MiB over {tr['span_s']:g} s")
+    else:
+        w(f"trace   {tr['trace']}: {tr['packets']:,} packets, {tr['bytes'] / 2**20:.1f} MiB, "
+          f"{tr['instances']:,} sample instances ({tr['copies']} copies) over {tr['span_s']:g} s")
     w(f"machine {m['cpu']}, {m['cores']} cores, {m['mem_total_mib']} MiB RAM, Linux {m['kernel']}; "
       f"{m['pinning']}; load {m['load_before']} -> {m['load_after']}")
     w(f"date    {res['date']}; median of {res['repeat']} rounds; peak RSS via {m['rss_method']}")
     w()
-    hdr = f"{'tool':22s} {'packets':>10s} {'wall s':>8s} {'cpu s':>8s} {'packets/s':>12s} {'x tcptrace':>10s} {'x tcpdump':>10s} {'peak RSS MiB':>12s}"
+    hdr = f"{'tool':22s} {'packets':>10s} {'wall s':>8s} {'cpu s':>8s} {'cpu µs/pkt':>10s} {'packets/s':>12s} {'x tcptrace':>10s} {'x tcp cpu':>9s} {'x tcpdump':>10s} {'peak RSS MiB':>12s}"
     w(hdr)
     w("-" * len(hdr))
     for r in res["tools"]:
         name = r["tool"] if not r["breakdown"] else "  " + r["tool"]
         w(
             f"{name:22s} {fmt(r['packets'] or None, ',d'):>10s} {r['wall_s']:8.3f} {r['cpu_s']:8.3f} "
-            f"{fmt(r['pps'], ',.0f'):>12s} {fmt(r['x_tcptrace'], '.2f'):>10s} {fmt(r['x_tcpdump'], '.3f'):>10s} "
+            f"{fmt(r['cpu_s'] / r['packets'] * 1e6 if r['packets'] else None, '.3f'):>10s} "
+            f"{fmt(r['pps'], ',.0f'):>12s} {fmt(r['x_tcptrace'], '.2f'):>10s} {fmt(r['x_tcptrace_cpu'], '.2f'):>9s} "
+            f"{fmt(r['x_tcpdump'], '.3f'):>10s} "
             f"{r['max_rss_mib']:12.1f}"
         )
     w()

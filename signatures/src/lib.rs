@@ -18,6 +18,7 @@ pub mod quic_summary;
 pub mod rtt;
 pub mod seq_number;
 pub mod session;
+mod spare;
 pub mod store;
 pub mod tables;
 pub mod tags;

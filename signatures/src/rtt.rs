@@ -5,6 +5,8 @@
 //! measures the time since that TSval was first sent). The estimator follows RFC 6298, with the
 //! floor Linux uses (RTO = SRTT + max(4·RTTVAR, 200 ms)).
 
+use crate::spare::ShrinkSpare;
+
 const RTO_MIN_NS: i64 = 200_000_000;
 const RTO_INITIAL_NS: i64 = 1_000_000_000;
 /// Samples kept per flow for the percentiles; beyond it every other sample is dropped and the
@@ -53,7 +55,7 @@ pub struct Samples {
 
 impl Samples {
     pub fn shrink_to_fit(&mut self) {
-        self.kept.shrink_to_fit();
+        self.kept.shrink_spare();
     }
     pub fn add(&mut self, r: i64) {
         self.min = Some(self.min.map_or(r, |m| m.min(r)));

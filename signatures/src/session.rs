@@ -55,22 +55,13 @@ impl PacketsKept {
         }
     }
 
-    /// The rows of a finished packets batch to write. Decided when the batch is drained, not
-    /// when a packet comes: a D-SACK may still tag a packet after it was seen.
-    fn keep(self, b: RecordBatch) -> Option<RecordBatch> {
+    /// Whether a packet's row is written. Decided when the row joins the batch: its tags are
+    /// final by then (a resend waits for its D-SACK in `resends` first).
+    fn wants(self, r: &PacketRow) -> bool {
         match self {
-            PacketsKept::All => Some(b),
-            PacketsKept::None => None,
-            PacketsKept::Tagged => {
-                let schema = b.schema();
-                let tags =
-                    b.column(schema.index_of("tags").ok()?).as_any().downcast_ref::<arrow_array::UInt32Array>()?;
-                let rtt = b.column(schema.index_of("rtt_ns").ok()?);
-                let mask: arrow_array::BooleanArray =
-                    (0..b.num_rows()).map(|i| Some(tags.value(i) != 0 || rtt.is_valid(i))).collect();
-                let kept = arrow_select::filter::filter_record_batch(&b, &mask).ok()?;
-                (kept.num_rows() > 0).then_some(kept)
-            }
+            PacketsKept::All => true,
+            PacketsKept::None => false,
+            PacketsKept::Tagged => r.tags != 0 || r.rtt_ns.is_some(),
         }
     }
 }
@@ -171,6 +162,8 @@ pub struct Session {
     tracker: FlowTracker,
     /// The packet batch being filled.
     packets: PacketColumns,
+    /// A resend's events on their way to `resends` (reused: no allocation per resend).
+    held_events: Vec<EventRow>,
     events: Vec<EventRow>,
     /// Finished queries of flows still open (a long-lived connection's exchanges), written as
     /// they complete rather than held by their flow; and those flows, once each.
@@ -202,6 +195,7 @@ impl Session {
         Session {
             tracker: FlowTracker::new(config.flow.clone(), capture_id),
             packets: PacketColumns::new(config.batch_rows),
+            held_events: Vec::new(),
             events: Vec::new(),
             resends: resends::Resends::default(),
             queries_written_unsettled: 0,
@@ -406,8 +400,15 @@ impl Session {
         if let Some(o) = &keyed {
             row.add_keyed(o);
         }
-        let packets = &mut self.packets;
-        self.resends.release(self.tracker.now_ns(), |r| packets.push(r), &mut self.events);
+        let (packets, kept) = (&mut self.packets, self.packets_kept);
+        self.resends.release(
+            self.tracker.now_ns(),
+            |r| {
+                let keep = kept.wants(&r);
+                packets.offer(r, keep)
+            },
+            &mut self.events,
+        );
         if let Some(an) = analysis {
             row.add_tcp(&an);
             for (data_dir, proved) in an.proved_spurious.iter().enumerate() {
@@ -422,20 +423,27 @@ impl Session {
         let keyed_events = keyed.as_ref().map_or(&[][..], |o| &o.events[..]);
         let seq = p.tcp().map(|t| t.seq).or(pn);
         if resends::Resends::is_resend(&row) {
-            let mut held = Vec::new();
-            events::note(&row, seq, keyed_events, &mut held);
-            self.resends.hold(row, held);
+            events::note(&row, seq, keyed_events, &mut self.held_events);
+            self.resends.hold(row, self.held_events.drain(..));
         } else {
             events::note(&row, seq, keyed_events, &mut self.events);
-            self.packets.push(row);
+            let keep = self.packets_kept.wants(&row);
+            self.packets.offer(row, keep);
         }
     }
 
     /// Write out the resends still waiting for a D-SACK (a file ends: one in the next file
     /// relabels nothing).
     pub(crate) fn release_resends(&mut self) {
-        let packets = &mut self.packets;
-        self.resends.release(i64::MAX, |r| packets.push(r), &mut self.events);
+        let (packets, kept) = (&mut self.packets, self.packets_kept);
+        self.resends.release(
+            i64::MAX,
+            |r| {
+                let keep = kept.wants(&r);
+                packets.offer(r, keep)
+            },
+            &mut self.events,
+        );
     }
 
     fn query_batch_rows(&self) -> usize {
@@ -511,8 +519,7 @@ impl Session {
             self.release_resends();
         }
         let packets = if !self.packets.is_empty() && (force || self.packets.len() >= self.config.batch_rows) {
-            let b = self.packets.finish(&self.capture_id, &self.files);
-            self.packets_kept.keep(b)
+            self.packets.take(&self.capture_id, &self.files)
         } else {
             None
         };

@@ -151,10 +151,14 @@ const STAGED_ROWS: usize = 4096;
 /// batch's columns each time it fills; the columns then become the batch's Arrow buffers without
 /// a copy. (A whole batch of rows, 12 MiB at 64k rows, was written to memory and read back once
 /// per column, then built in chunks that were concatenated: memory traffic, not instructions, was
-/// most of that cost.) Tags stay editable until the batch is built (`Session::relabel_spurious`).
+/// most of that cost.) A row is final when it comes: resends wait for their D-SACK before
+/// (session/resends.rs). A row that will not be written (`--packets tagged|none`) is only
+/// counted, so that batches end after the same packets whichever rows they keep.
 pub struct PacketColumns {
     /// Rows the columns reserve room for when a batch starts.
     capacity: usize,
+    /// Rows of this batch passed over (not written).
+    passed: usize,
     staged: Vec<PacketRow>,
     file_index: Vec<u32>,
     frame: Vec<u64>,
@@ -193,6 +197,7 @@ impl PacketColumns {
     pub fn new(capacity: usize) -> PacketColumns {
         PacketColumns {
             capacity,
+            passed: 0,
             staged: Vec::with_capacity(capacity.min(STAGED_ROWS)),
             file_index: Vec::new(),
             frame: Vec::new(),
@@ -226,13 +231,28 @@ impl PacketColumns {
         }
     }
 
-    /// Rows in the batch so far.
+    /// Rows in the batch so far, the ones passed over included.
     pub fn len(&self) -> usize {
-        self.frame.len() + self.staged.len()
+        self.frame.len() + self.staged.len() + self.passed
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// A packet's row, staged if `keep`, else only counted.
+    pub fn offer(&mut self, r: PacketRow, keep: bool) {
+        if keep {
+            self.push(r);
+        } else {
+            self.passed += 1;
+        }
+    }
+
+    /// The rows kept so far as a batch, if any; the batch starts over.
+    pub fn take(&mut self, capture_id: &str, files: &[String]) -> Option<RecordBatch> {
+        self.passed = 0;
+        (self.frame.len() + self.staged.len() > 0).then(|| self.finish(capture_id, files))
     }
 
     pub fn push(&mut self, r: PacketRow) {

@@ -221,20 +221,7 @@ fn sack_marks(
     if blocks.is_empty() {
         return None;
     }
-    let mut sample = None;
-    let mut newest: Option<&Unacked> = None;
-    for u in rev.segments.iter_mut() {
-        if !u.sacked
-            && blocks.iter().any(|&(l, r)| SeqNumber(l).at_or_before(u.seq) && SeqNumber(u.nextseq).at_or_before(r))
-        {
-            rack.deliver(u);
-            u.sacked = true;
-            if !u.retransmitted && newest.is_none_or(|n| u.ts_ns > n.ts_ns) {
-                sample = Some((rack.now - u.ts_ns, u.bif));
-                newest = Some(u);
-            }
-        }
-    }
+    let sample = rev.segments.sack(blocks, rack.now, |u| rack.deliver(u));
     let first_block = blocks.iter().filter(|b| SeqNumber(b.0).after(ack)).min_by_key(|b| b.0.wrapping_sub(ack));
     if let Some(&(l, _)) = first_block.filter(|_| report_hole) {
         if !rev.sack_holes.iter().any(|h| h.0 == ack) {
@@ -242,10 +229,7 @@ fn sack_marks(
                 rev.sack_holes.pop_front();
             }
             // The resend may already be on its way while older ACKs report the hole.
-            let resent = rev
-                .segments
-                .iter()
-                .any(|u| u.retransmitted && SeqNumber(ack).at_or_before(u.seq) && SeqNumber(u.seq).before(l));
+            let resent = rev.segments.any_resent_in(ack, l);
             rev.sack_holes.push_back((ack, l, resent));
         }
     }
@@ -275,35 +259,6 @@ fn holes_closed_unrepaired(rev: &mut DirSeq, ack: u32) -> u64 {
 /// retransmitted data may have waited for that repair, and its exact match would time the
 /// recovery, not the path.
 fn settle_cumulative(rev: &mut DirSeq, ack: u32, rack: &mut Rack) -> (Option<(i64, u32)>, bool) {
-    let mut timed = None;
-    let mut retired_retx = false;
     let now = rack.now;
-    let mut settle = |u: &mut Unacked| {
-        if SeqNumber(ack).after(u.seq) {
-            rack.deliver(u);
-        }
-        if ack == u.nextseq {
-            retired_retx |= u.retransmitted;
-            if !u.retransmitted && !u.sacked && timed.is_none() {
-                timed = Some((now - u.ts_ns, u.bif));
-            }
-            false
-        } else if SeqNumber(ack).after(u.seq) && SeqNumber(ack).at_or_before(u.nextseq) {
-            u.seq = ack;
-            true
-        } else {
-            let keep = !SeqNumber(u.nextseq).at_or_before(ack);
-            retired_retx |= !keep && u.retransmitted;
-            keep
-        }
-    };
-    // A cumulative ACK mostly retires segments at the front. Popping those first leaves
-    // `retain_mut` nothing to remove, so it only scans instead of shifting every segment
-    // behind them. `settle` on a segment it kept changes nothing, so the front one may see it
-    // twice.
-    while rev.segments.front_mut().is_some_and(|u| !settle(u)) {
-        rev.segments.pop_front();
-    }
-    rev.segments.retain_mut(settle);
-    (timed, retired_retx)
+    rev.segments.settle(ack, now, |u| rack.deliver(u))
 }

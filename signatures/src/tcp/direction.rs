@@ -4,7 +4,9 @@
 
 use std::collections::VecDeque;
 
+use super::scoreboard::Scoreboard;
 use crate::rtt::{Estimator, Samples};
+use crate::spare::ShrinkSpare;
 
 /// Unacknowledged segments remembered per direction (Wireshark keeps at most 10,000).
 pub(super) const MAX_UNACKED: usize = 10_000;
@@ -35,6 +37,9 @@ pub(super) struct Unacked {
     pub(super) tsval: Option<u32>,
     /// Its index in the pathology detectors' transmission log (server data only).
     pub(super) tx_idx: Option<u32>,
+    /// Its sending number in its direction (set by `Scoreboard::push`): which of several
+    /// matching segments was sent first or last.
+    pub(super) idx: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +62,8 @@ pub struct DirSeq {
     pub(super) window: u32,
     pub(super) dupacknum: i32,
     pub(super) lastsegmentflags: u32,
-    pub(super) segments: VecDeque<Unacked>,
+    /// Segments sent and not yet acknowledged, in sequence order.
+    pub(super) segments: Scoreboard,
     /// Highest right edge of the SACK blocks in this direction's latest ACK.
     pub(super) sack_high: Option<u32>,
     pub(super) last_send_ts: Option<i64>,
@@ -134,7 +140,7 @@ impl Default for DirSeq {
             window: u32::MAX,
             dupacknum: 0,
             lastsegmentflags: 0,
-            segments: VecDeque::new(),
+            segments: Scoreboard::default(),
             sack_high: None,
             last_send_ts: None,
             rto_armed_ts: None,
@@ -168,20 +174,20 @@ impl Default for DirSeq {
 impl DirSeq {
     /// Drop what only live analysis uses (the flow has ended).
     pub(super) fn release(&mut self) {
-        self.segments = VecDeque::new();
+        self.segments.release();
         self.holes = VecDeque::new();
         self.sack_holes = VecDeque::new();
         self.tsvals = VecDeque::new();
         self.fin_resends = Vec::new();
     }
 
-    /// Give back spare capacity, keeping every entry.
+    /// Give back spare capacity worth a reallocation (`ShrinkSpare`), keeping every entry.
     pub(super) fn shrink_to_fit(&mut self) {
         self.segments.shrink_to_fit();
-        self.holes.shrink_to_fit();
-        self.sack_holes.shrink_to_fit();
-        self.tsvals.shrink_to_fit();
-        self.recent_retx.shrink_to_fit();
+        self.holes.shrink_spare();
+        self.sack_holes.shrink_spare();
+        self.tsvals.shrink_spare();
+        self.recent_retx.shrink_spare();
         self.rtt.shrink_to_fit();
     }
 }

@@ -93,7 +93,7 @@ impl TcpState {
         self.server_isn = Some(isn);
         d.high = ack;
         d.acked_ahead_ts = None;
-        d.segments.retain(|u| u.seq == isn); // the SYN-ACK it answers
+        d.segments.retain_seq(isn); // the SYN-ACK it answers
         d.holes.clear();
         d.sack_holes.clear();
         d.peer_ack_high = None;

@@ -11,14 +11,17 @@
 //! - `send`: what the segment leaves on the sender's side (in-flight list, marks, holes);
 //! - `ack`: what its ACK settles on the other side (SACK, D-SACK, RACK, RTT samples, recovery end).
 //!
-//! `direction` holds one direction's sequence state, which all phases share; `summary` is what
-//! the flow's row reports when it ends (its figures and its flow-level signatures).
+//! `direction` holds one direction's sequence state, which all phases share, with its
+//! `scoreboard` (the segments in flight, in sequence order: an ACK costs O(log n + what it
+//! changes)); `summary` is what the flow's row reports when it ends (its figures and its
+//! flow-level signatures).
 
 mod ack;
 mod cause;
 mod direction;
 mod handshake;
 mod retransmission;
+mod scoreboard;
 mod send;
 mod summary;
 #[cfg(test)]

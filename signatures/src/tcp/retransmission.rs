@@ -195,17 +195,13 @@ impl TcpState {
     pub(super) fn retransmission(&mut self, s: &Segment<'_>, ta: &mut u32, hole_age: Option<i64>) -> i64 {
         let (seq, seglen, flags, now) = (s.seq, s.seglen, s.flags, s.now);
         let (fwd, rev) = sender_and_peer(&mut self.dir, s.dir);
-        let original = fwd
-            .segments
-            .iter()
-            .find(|u| u.seq == seq || (SeqNumber(u.seq).at_or_before(seq) && SeqNumber(seq).before(u.nextseq)))
-            .copied();
+        let original = fwd.segments.first_covering(seq);
         // Bytes the capture never saw (lost before it) were first sent before the segment
         // that showed their hole: the hole's age is what the loss cost at least.
         let unseen_since = hole_age.map(|age| now - age).or(fwd.last_send_ts).unwrap_or(now);
         let first_ts = original.map_or(unseen_since, |u| u.first_ts_ns);
         let copy_fields = (s.ack, s.window, s.tcp.ts.map(|x| x.0));
-        let original = fwd.segments.iter().rev().find(|u| u.seq == seq && u.len == seglen).copied().or(original);
+        let original = fwd.segments.latest_exact(seq, seglen).or(original);
         let cause = classify(fwd, rev, *ta, seq, seglen, flags, now, s.ip_id, original, copy_fields);
         *ta |= cause;
         // Tail loss: a timer-driven recovery (RTO or TLP) with nothing above the hole acked
@@ -275,20 +271,12 @@ impl TcpState {
         }
         if s.dir == 1 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
             // The latest transmission of these bytes is the one that was lost.
-            let latest = fwd
-                .segments
-                .iter()
-                .rev()
-                .find(|u| SeqNumber(u.seq).at_or_before(seq) && SeqNumber(seq).before(u.nextseq));
+            let latest = fwd.segments.latest_covering(seq);
             if let Some(idx) = latest.and_then(|u| u.tx_idx) {
                 self.path.lost(idx);
             }
         }
-        for u in fwd.segments.iter_mut() {
-            if SeqNumber(seq).before(u.nextseq) && SeqNumber(u.seq).before(seq.wrapping_add(seglen.max(1))) {
-                u.retransmitted = true;
-            }
-        }
+        fwd.segments.mark_retransmitted(seq, seglen);
         now - first_ts
     }
 }

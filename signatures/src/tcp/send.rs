@@ -42,7 +42,7 @@ impl TcpState {
         // original (already acknowledged: an ACK now would be no RTT sample of it).
         if (seglen > 0 || s.syn_fin) && !judged.bad_seq && !judged.late_original && fwd.segments.len() < MAX_UNACKED {
             let first_ts = now - retx_delay_ns.unwrap_or(0);
-            fwd.segments.push_back(Unacked {
+            fwd.segments.push(Unacked {
                 bif,
                 sacked: false,
                 ack: s.ack,
@@ -56,6 +56,7 @@ impl TcpState {
                 retransmitted: retx_delay_ns.is_some(),
                 ip_id: s.ip_id,
                 len: seglen,
+                idx: 0,
             });
         }
         if seglen > 0 || s.syn_fin {
