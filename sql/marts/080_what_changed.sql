@@ -1,0 +1,122 @@
+-- What changed, week over week, defined once (docs/stats.md#what_changed): the report's summary,
+-- `tailscope stats --table what_changed`, the What changed dashboard and the alert rules call
+-- what_changed() (or the question what_changed_slices() of sql/questions/060_what_changed.sql).
+--
+-- For each group and level (p50, p95, p99): the level's percentile this week and last, its change
+-- with a 95 % bootstrap interval (bootstrap_quantile, 070: each week's queries resampled
+-- independently, bootstrap_resamples() times; the interval is that of the resampled difference),
+-- and the change decomposed over the time budget (016): each part's mean time per query of the
+-- level's tail (tail_budget), this week and last.
+
+-- The settings, one place each:
+--   min_tail   a change counts as beyond noise only when the level's tail holds at least this many
+--              queries in both weeks (p99: 1,000 queries a week; p95: 200; p50: 20): a percentile
+--              resting on a handful of queries moves with any one of them, and the bootstrap of an
+--              extreme quantile from so few is not to be trusted either
+CREATE OR REPLACE MACRO what_changed_min_tail() AS 10;
+
+-- what_changed(src, wk): src names a relation of complete queries with grp (any type, e.g. a
+-- STRUCT of slice keys), week, latency_ns and the budget_*_ns columns (query_facts'); wk the week
+-- compared with the one before (previous_week). One row per group and level:
+--   level, level_ord                   'p50' / 'p95' / 'p99' and its order
+--   queries, queries_prev              complete queries this week / last week
+--   value_ms, value_prev_ms, delta_ms  the level's percentile (nearest rank) and this - last
+--   delta_low_ms, delta_high_ms        its 95 % bootstrap interval
+--   tail_queries, tail_queries_prev    queries at or above the percentile
+--   enough                             both tails hold what_changed_min_tail() queries
+--   beyond_noise                       enough, and the interval excludes 0
+--   parts                              per part of the budget, in budget_parts order: mean_ms and
+--                                      mean_prev_ms (mean time per tail query), delta_ms, is_new
+--                                      (no time in it last week, some this week)
+--   top_part, top_part_label, top_part_delta_ms, top_part_new
+--                                      the part that moved most in the direction of delta_ms
+--                                      (grew most when the percentile rose, shrank most when it fell)
+CREATE OR REPLACE MACRO what_changed(src, wk) AS TABLE
+WITH q AS MATERIALIZED (
+    SELECT grp, week = wk AS is_current, latency_ns, COLUMNS('^budget_.*_ns$')
+    FROM query_table(src) WHERE week IN (wk, previous_week(wk))
+),
+qw AS (
+    SELECT struct_pack(g := grp, cur := is_current) AS grp, latency_ns, COLUMNS('^budget_.*_ns$') FROM q
+),
+tb AS MATERIALIZED (
+    SELECT 'p50' AS level, 1 AS level_ord, 0.5 AS q, * FROM tail_budget('qw', 0.5)
+    UNION ALL SELECT 'p95' AS level, 2 AS level_ord, 0.95 AS q, * FROM tail_budget('qw', 0.95)
+    UNION ALL SELECT 'p99' AS level, 3 AS level_ord, 0.99 AS q, * FROM tail_budget('qw', 0.99)
+),
+levels AS (SELECT DISTINCT level, level_ord, q FROM tb),
+n AS (
+    SELECT grp, count(*) FILTER (WHERE is_current) AS queries, count(*) FILTER (WHERE NOT is_current) AS queries_prev
+    FROM q GROUP BY grp
+),
+lat AS (
+    SELECT tb.grp.g AS grp, level, level_ord,
+           any_value(threshold_ns) FILTER (WHERE tb.grp.cur)       AS value_ns,
+           any_value(threshold_ns) FILTER (WHERE NOT tb.grp.cur)   AS value_prev_ns,
+           any_value(tail_queries) FILTER (WHERE tb.grp.cur)       AS tail_queries,
+           any_value(tail_queries) FILTER (WHERE NOT tb.grp.cur)   AS tail_queries_prev
+    FROM tb GROUP BY ALL
+),
+-- both weeks resampled independently (stream 0 last week, 1 this week), per level
+bq AS (
+    SELECT struct_pack(g := q.grp, level := l.level) AS grp, CAST(q.is_current AS INTEGER) AS stream, l.q AS level,
+           q.latency_ns
+    FROM q CROSS JOIN levels l
+    WHERE q.grp IN (SELECT grp FROM n WHERE queries > 0 AND queries_prev > 0)
+),
+boot AS (
+    SELECT grp, b,
+           any_value(latency_ns) FILTER (WHERE stream = 1) - any_value(latency_ns) FILTER (WHERE stream = 0) AS d_ns
+    FROM bootstrap_quantile('bq', bootstrap_resamples(), bootstrap_seed()) GROUP BY grp, b
+),
+ci AS (
+    SELECT grp.g AS grp, grp.level AS level,
+           quantile_disc(d_ns, 0.025) AS low_ns, quantile_disc(d_ns, 0.975) AS high_ns
+    FROM boot GROUP BY ALL
+),
+parts AS (
+    SELECT tb.grp.g AS grp, level, ord, part, label,
+           coalesce(any_value(mean_ns) FILTER (WHERE tb.grp.cur), 0)      AS mean_ns,
+           coalesce(any_value(mean_ns) FILTER (WHERE NOT tb.grp.cur), 0)  AS mean_prev_ns
+    FROM tb GROUP BY ALL
+),
+per AS (
+    SELECT lat.grp, lat.level,
+           list(struct_pack(part := p.part, label := p.label, mean_ms := p.mean_ns / 1e6,
+                            mean_prev_ms := p.mean_prev_ns / 1e6, delta_ms := (p.mean_ns - p.mean_prev_ns) / 1e6,
+                            is_new := lat.value_prev_ns IS NOT NULL AND p.mean_prev_ns = 0 AND p.mean_ns > 0)
+                ORDER BY p.ord) AS parts,
+           CASE WHEN any_value(lat.value_ns) >= any_value(lat.value_prev_ns)
+                THEN arg_max(p.part, p.mean_ns - p.mean_prev_ns) ELSE arg_min(p.part, p.mean_ns - p.mean_prev_ns) END AS top_part
+    FROM lat JOIN parts p ON p.grp = lat.grp AND p.level = lat.level
+    GROUP BY lat.grp, lat.level
+)
+SELECT
+    lat.grp,
+    lat.level,
+    lat.level_ord,
+    coalesce(n.queries, 0)                                                  AS queries,
+    coalesce(n.queries_prev, 0)                                             AS queries_prev,
+    lat.value_ns / 1e6                                                      AS value_ms,
+    lat.value_prev_ns / 1e6                                                 AS value_prev_ms,
+    (lat.value_ns - lat.value_prev_ns) / 1e6                                AS delta_ms,
+    ci.low_ns / 1e6                                                         AS delta_low_ms,
+    ci.high_ns / 1e6                                                        AS delta_high_ms,
+    coalesce(lat.tail_queries, 0)                                           AS tail_queries,
+    coalesce(lat.tail_queries_prev, 0)                                      AS tail_queries_prev,
+    coalesce(lat.tail_queries >= what_changed_min_tail() AND lat.tail_queries_prev >= what_changed_min_tail(), false) AS enough,
+    coalesce(lat.tail_queries >= what_changed_min_tail() AND lat.tail_queries_prev >= what_changed_min_tail()
+             AND (ci.low_ns > 0 OR ci.high_ns < 0), false)                  AS beyond_noise,
+    what_changed_min_tail()                                                 AS min_tail,
+    per.parts,
+    CASE WHEN lat.value_prev_ns IS NOT NULL AND lat.value_ns IS NOT NULL THEN per.top_part END AS top_part,
+    CASE WHEN lat.value_prev_ns IS NOT NULL AND lat.value_ns IS NOT NULL
+         THEN [x FOR x IN per.parts IF x.part = per.top_part][1].label END AS top_part_label,
+    CASE WHEN lat.value_prev_ns IS NOT NULL AND lat.value_ns IS NOT NULL
+         THEN [x FOR x IN per.parts IF x.part = per.top_part][1].delta_ms END AS top_part_delta_ms,
+    CASE WHEN lat.value_prev_ns IS NOT NULL AND lat.value_ns IS NOT NULL
+         THEN [x FOR x IN per.parts IF x.part = per.top_part][1].is_new END AS top_part_new
+FROM lat
+LEFT JOIN n ON n.grp = lat.grp
+LEFT JOIN ci ON ci.grp = lat.grp AND ci.level = lat.level
+LEFT JOIN per ON per.grp = lat.grp AND per.level = lat.level;
