@@ -344,7 +344,7 @@ def qvt_setting(name: str) -> int:
 
 
 QVT_DESCRIPTION = ("QUIC tail reduction = 1 - p99(QUIC) / p99(TCP) over complete queries, with its 95 % bootstrap "
-                   f"interval ({qvt_setting('quic_vs_tcp_resamples'):,} seeded resamples; sql/marts/070_quic_vs_tcp.sql). "
+                   f"interval ({qvt_setting('bootstrap_resamples'):,} seeded resamples; sql/marts/070_quic_vs_tcp.sql). "
                    f"'small sample': fewer than {qvt_setting('quic_vs_tcp_min_queries')} "
                    "queries on either transport, the p99 rests on a handful of queries. tail_loss_rate: the share of the "
                    "queries at or above the p99 carrying a loss signature. fallback_share: QUIC attempts whose session ended on TCP; "

@@ -31,6 +31,9 @@ CREATE OR REPLACE MACRO what_changed_min_tail() AS 10;
 --   top_part, top_part_label, top_part_delta_ms, top_part_new
 --                                      the part that moved most in the direction of delta_ms
 --                                      (grew most when the percentile rose, shrank most when it fell)
+--   top_part_added_ms                  the time that part added over all the slice's queries this week
+--                                      ((its mean per query this week - last week's) x queries): how much
+--                                      of a change a slice holds, to tell it from the slices around it
 CREATE OR REPLACE MACRO what_changed(src, wk) AS TABLE
 WITH q AS MATERIALIZED (
     SELECT grp, week = wk AS is_current, latency_ns, COLUMNS('^budget_.*_ns$')
@@ -45,6 +48,13 @@ tb AS MATERIALIZED (
     UNION ALL SELECT 'p99' AS level, 3 AS level_ord, 0.99 AS q, * FROM tail_budget('qw', 0.99)
 ),
 levels AS (SELECT DISTINCT level, level_ord, q FROM tb),
+-- every query (level 0): each part's mean time per query of the whole slice, this week and last
+every AS (
+    SELECT b.grp.g AS grp, b.part,
+           coalesce(any_value(b.mean_ns) FILTER (WHERE b.grp.cur), 0)      AS all_mean_ns,
+           coalesce(any_value(b.mean_ns) FILTER (WHERE NOT b.grp.cur), 0)  AS all_mean_prev_ns
+    FROM tail_budget('qw', 0) b GROUP BY ALL
+),
 n AS (
     SELECT grp, count(*) FILTER (WHERE is_current) AS queries, count(*) FILTER (WHERE NOT is_current) AS queries_prev
     FROM q GROUP BY grp
@@ -115,8 +125,11 @@ SELECT
     CASE WHEN lat.value_prev_ns IS NOT NULL AND lat.value_ns IS NOT NULL
          THEN [x FOR x IN per.parts IF x.part = per.top_part][1].delta_ms END AS top_part_delta_ms,
     CASE WHEN lat.value_prev_ns IS NOT NULL AND lat.value_ns IS NOT NULL
-         THEN [x FOR x IN per.parts IF x.part = per.top_part][1].is_new END AS top_part_new
+         THEN [x FOR x IN per.parts IF x.part = per.top_part][1].is_new END AS top_part_new,
+    CASE WHEN lat.value_prev_ns IS NOT NULL AND lat.value_ns IS NOT NULL
+         THEN (every.all_mean_ns - every.all_mean_prev_ns) * n.queries / 1e6 END AS top_part_added_ms
 FROM lat
 LEFT JOIN n ON n.grp = lat.grp
 LEFT JOIN ci ON ci.grp = lat.grp AND ci.level = lat.level
-LEFT JOIN per ON per.grp = lat.grp AND per.level = lat.level;
+LEFT JOIN per ON per.grp = lat.grp AND per.level = lat.level
+LEFT JOIN every ON every.grp = lat.grp AND every.part = per.top_part;
