@@ -410,7 +410,7 @@ def _what_changed(con, present: dict, slice_: Slice) -> list[dict]:
                                                           "(SELECT flow_id FROM sel)").fetchone()[0]
     if wk is None:
         return []
-    con.execute("CREATE TEMP TABLE wq AS SELECT s.grp, q.week, q.latency_ns, COLUMNS('^budget_.*_ns$') "
+    con.execute("CREATE TEMP TABLE wq AS SELECT s.grp, q.week, q.flow_id AS cluster, q.latency_ns, COLUMNS('^budget_.*_ns$') "
                 "FROM query_facts q JOIN selw s USING (flow_id)")
     cur = con.execute("SELECT ? AS week, previous_week(?) AS previous_week, * FROM what_changed('wq', ?) "
                       "ORDER BY grp, level_ord", [wk, wk, wk])

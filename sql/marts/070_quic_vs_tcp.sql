@@ -45,48 +45,53 @@ CREATE OR REPLACE MACRO bootstrap_uniform(seed, b, stream) AS
 
 -- bootstrap_quantile(src, resamples, seed): the percentile bootstrap of a nearest-rank quantile,
 -- defined once (quic_vs_tcp below, what_changed in 080_what_changed.sql). src names a relation
--- with grp (any type), stream (a small integer: samples resampled independently, e.g. 0 TCP and
--- 1 QUIC, or 0 last week and 1 this week), level (the quantile, constant per grp and stream) and
--- latency_ns. One row per grp, stream and resample b (0 .. resamples-1): latency_ns = that
--- resample's level quantile.
+-- with grp (any type), stream (0 or 1: samples resampled independently, e.g. 0 TCP and 1 QUIC, or
+-- 0 last week and 1 this week), level (the quantile), size (how many values a resample draws:
+-- the sample's count n for the plain bootstrap, fewer for an effective sample size, see
+-- what_changed) - level and size constant per grp and stream - and latency_ns. One row per grp,
+-- stream and resample b (0 .. resamples-1): latency_ns = that resample's level quantile.
 --
 -- Each resample's quantile is drawn from its exact distribution instead of materialising the
--- resample: with a sample's n latencies ranked x_1 <= ... <= x_n and k = ⌈level·n⌉ (the nearest
--- rank quantile_disc takes), a resample's quantile is its k-th smallest draw, which is at most x_j
--- exactly when at most m = n - k of the n draws rank above j: P = P(Binomial(n, (n-j)/n) <= m).
--- Each resample's quantile is x_J with J the smallest rank whose P reaches a uniform number
--- (bootstrap_uniform(seed, b, stream)). That is what resampling n values and taking the quantile
--- gives, in O(n) work instead of O(resamples·n). Left out, as they change P by under 1e-12: ranks
--- more than max(3m + 10·sqrt(m+1) + 30, 10·sd + 30) below k or 10·sd + 30 above it (sd =
--- sqrt(n·level·(1-level)), the spread of J), and binomial terms more than 10 standard deviations
--- + 30 below their mean (what keeps the median's bootstrap O(n) too).
+-- resample: with a sample's n latencies ranked x_1 <= ... <= x_n, a resample of N draws and
+-- K = ⌈level·N⌉ (the nearest rank quantile_disc takes), a resample's quantile is its K-th smallest
+-- draw, which is at most x_j exactly when at most M = N - K of the N draws rank above j:
+-- P = P(Binomial(N, (n-j)/n) <= M). Each resample's quantile is x_J with J the smallest rank whose
+-- P reaches a uniform number (bootstrap_uniform(seed, b, stream)). That is what resampling N values
+-- and taking the quantile gives, in O(n) work instead of O(resamples·N). Left out, as they change P
+-- by under 1e-12: ranks more than max((3M + 10·sqrt(M+1) + 30)·n/N, reach) below ⌈level·n⌉ or
+-- reach above it (reach = 10·n·sqrt(level·(1-level)/N) + 30: ten spreads of J), and binomial terms
+-- more than 10 standard deviations + 30 below their mean (what keeps a median's bootstrap O(n)).
 CREATE OR REPLACE MACRO bootstrap_quantile(src, resamples, seed) AS TABLE
 WITH ranked AS (
-    SELECT grp, stream, level, latency_ns,
+    SELECT grp, stream, level, size, latency_ns,
            row_number() OVER (PARTITION BY grp, stream ORDER BY latency_ns) AS j,
            count(*) OVER (PARTITION BY grp, stream)                         AS n
     FROM query_table(src)
 ),
 sizes AS (
-    SELECT grp, stream, n, n - k AS m, k,
-           CAST(ceil(10 * sqrt(n * level * (1 - level))) AS BIGINT) + 30 AS reach
-    FROM (SELECT DISTINCT grp, stream, n, level,
-                 greatest(1, CAST(ceil(level * n - 1e-9) AS BIGINT)) AS k FROM ranked)
+    SELECT grp, stream, n, big_n, big_n - big_k AS big_m,
+           greatest(1, CAST(ceil(level * n - 1e-9) AS BIGINT))                                   AS k,
+           CAST(ceil(10 * n * sqrt(level * (1 - level) / big_n)) AS BIGINT) + 30                 AS reach
+    FROM (SELECT DISTINCT grp, stream, n, level, big_n,
+                 greatest(1, CAST(ceil(level * big_n - 1e-9) AS BIGINT)) AS big_k
+          FROM (SELECT grp, stream, n, level, greatest(1, least(n, CAST(round(size) AS BIGINT))) AS big_n FROM ranked))
 ),
 ranks AS (
-    SELECT grp, stream, n, m,
-           unnest(range(greatest(1, least(n - (3 * m + 30 + CAST(ceil(10 * sqrt(m + 1)) AS BIGINT)), k - reach)),
+    SELECT grp, stream, n, big_n, big_m,
+           unnest(range(greatest(1, least(n - CAST(ceil((3 * big_m + 30 + ceil(10 * sqrt(big_m + 1))) * n / big_n) AS BIGINT),
+                                          k - reach)),
                         least(n, k + reach + 1))) AS j
     FROM sizes
 ),
 terms AS (
-    SELECT grp, stream, n, j,
-           unnest(range(greatest(0, (n - j) - 30 - CAST(ceil(10 * sqrt((n - j) * j / n)) AS BIGINT)), m + 1)) AS i
+    SELECT grp, stream, n, big_n, j,
+           unnest(range(greatest(0, CAST(floor(big_n * (n - j) / n - 10 * sqrt(big_n * (n - j) * j / n / n) - 30) AS BIGINT)),
+                        big_m + 1)) AS i
     FROM ranks
 ),
 cdf AS (
     SELECT grp, stream, j,
-           sum(exp(lgamma(n + 1) - lgamma(i + 1) - lgamma(n - i + 1) + i * ln((n - j) / n) + (n - i) * ln(j / n))) AS p
+           sum(exp(lgamma(big_n + 1) - lgamma(i + 1) - lgamma(big_n - i + 1) + i * ln((n - j) / n) + (big_n - i) * ln(j / n))) AS p
     FROM terms GROUP BY ALL
     UNION ALL
     SELECT grp, stream, n AS j, 1.0 AS p FROM sizes
@@ -216,7 +221,8 @@ tail AS (
 -- the bootstrap (bootstrap_quantile, above): each transport's queries resampled, stream 0 TCP, 1 QUIC,
 -- in the groups that have both
 bq AS (
-    SELECT grp, CASE protocol WHEN 'tcp' THEN 0 ELSE 1 END AS stream, 0.99 AS level, latency_ns
+    SELECT grp, CASE protocol WHEN 'tcp' THEN 0 ELSE 1 END AS stream, 0.99 AS level,
+           count(*) OVER (PARTITION BY grp, protocol) AS size, latency_ns
     FROM q WHERE grp IN (SELECT grp FROM q GROUP BY grp HAVING count(DISTINCT protocol) = 2)
 ),
 picked AS (

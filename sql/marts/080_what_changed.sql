@@ -16,13 +16,15 @@
 CREATE OR REPLACE MACRO what_changed_min_tail() AS 10;
 
 -- what_changed(src, wk): src names a relation of complete queries with grp (any type, e.g. a
--- STRUCT of slice keys), week, latency_ns and the budget_*_ns columns (query_facts'); wk the week
+-- STRUCT of slice keys), week, cluster (the query's connection: flow_id), latency_ns and the
+-- budget_*_ns columns (query_facts'); wk the week
 -- compared with the one before (previous_week). One row per group and level:
 --   level, level_ord                   'p50' / 'p95' / 'p99' and its order
 --   queries, queries_prev              complete queries this week / last week
 --   value_ms, value_prev_ms, delta_ms  the level's percentile (nearest rank) and this - last
 --   delta_low_ms, delta_high_ms        its 95 % bootstrap interval
 --   tail_queries, tail_queries_prev    queries at or above the percentile
+--   effective_queries, _prev           the sample size the bootstrap drew for the level (see eff below)
 --   enough                             both tails hold what_changed_min_tail() queries
 --   beyond_noise                       enough, and the interval excludes 0
 --   parts                              per part of the budget, in budget_parts order: mean_ms and
@@ -36,11 +38,11 @@ CREATE OR REPLACE MACRO what_changed_min_tail() AS 10;
 --                                      of a change a slice holds, to tell it from the slices around it
 CREATE OR REPLACE MACRO what_changed(src, wk) AS TABLE
 WITH q AS MATERIALIZED (
-    SELECT grp, week = wk AS is_current, latency_ns, COLUMNS('^budget_.*_ns$')
+    SELECT grp, week = wk AS is_current, cluster, latency_ns, COLUMNS('^budget_.*_ns$')
     FROM query_table(src) WHERE week IN (wk, previous_week(wk))
 ),
 qw AS (
-    SELECT struct_pack(g := grp, cur := is_current) AS grp, latency_ns, COLUMNS('^budget_.*_ns$') FROM q
+    SELECT struct_pack(g := grp, cur := is_current) AS grp, cluster, latency_ns, COLUMNS('^budget_.*_ns$') FROM q
 ),
 tb AS MATERIALIZED (
     SELECT 'p50' AS level, 1 AS level_ord, 0.5 AS q, * FROM tail_budget('qw', 0.5)
@@ -67,11 +69,38 @@ lat AS (
            any_value(tail_queries) FILTER (WHERE NOT tb.grp.cur)   AS tail_queries_prev
     FROM tb GROUP BY ALL
 ),
+-- The effective sample size of each week's percentile: a connection's queries share its path, so
+-- they are not independent draws. Kish's design effect of the share of queries in the tail under
+-- cluster sampling (clusters: connections), deff = V_cluster / V_iid with V_cluster =
+-- C/(C-1) · Σ_c (t_c - p·m_c)² / n² (t_c of a connection's m_c queries in the tail, p = T/n) and
+-- V_iid = p(1-p)/n; the bootstrap then draws n / deff values (at least 1, at most n): its interval
+-- is as wide as the connections' spread says, not as narrow as n independent queries would make it.
+clu_all AS (SELECT grp, cluster, count(*) AS m FROM qw GROUP BY ALL),
+clu_tail AS (
+    SELECT 'p50' AS level, grp, cluster, count(*) AS t FROM tail_of('qw', 0.5) GROUP BY ALL
+    UNION ALL SELECT 'p95' AS level, grp, cluster, count(*) AS t FROM tail_of('qw', 0.95) GROUP BY ALL
+    UNION ALL SELECT 'p99' AS level, grp, cluster, count(*) AS t FROM tail_of('qw', 0.99) GROUP BY ALL
+),
+clu AS (
+    SELECT l.level, a.grp, a.cluster, a.m, coalesce(t.t, 0) AS t
+    FROM clu_all a CROSS JOIN levels l
+    LEFT JOIN clu_tail t ON t.level = l.level AND t.grp = a.grp AND t.cluster = a.cluster
+),
+eff AS (
+    SELECT grp.g AS grp, grp.cur AS cur, level, n,
+           CASE WHEN c > 1 AND p > 0 AND p < 1
+                THEN n / greatest(1.0, (c / (c - 1) * ss / (n * n)) / (p * (1 - p) / n)) ELSE n END AS n_eff
+    FROM (SELECT c1.grp, c1.level, sum(c1.m) AS n, count(*) AS c, sum(c1.t) / sum(c1.m) AS p,
+                 sum(power(c1.t - (x.tt / x.nn) * c1.m, 2)) AS ss
+          FROM clu c1 JOIN (SELECT grp, level, sum(t) AS tt, sum(m) AS nn FROM clu GROUP BY ALL) x USING (grp, level)
+          GROUP BY c1.grp, c1.level)
+),
 -- both weeks resampled independently (stream 0 last week, 1 this week), per level
 bq AS (
     SELECT struct_pack(g := q.grp, level := l.level) AS grp, CAST(q.is_current AS INTEGER) AS stream, l.q AS level,
-           q.latency_ns
+           e.n_eff AS size, q.latency_ns
     FROM q CROSS JOIN levels l
+    JOIN eff e ON e.grp = q.grp AND e.cur = q.is_current AND e.level = l.level
     WHERE q.grp IN (SELECT grp FROM n WHERE queries > 0 AND queries_prev > 0)
 ),
 boot AS (
@@ -113,6 +142,8 @@ SELECT
     ci.low_ns / 1e6                                                         AS delta_low_ms,
     ci.high_ns / 1e6                                                        AS delta_high_ms,
     coalesce(lat.tail_queries, 0)                                           AS tail_queries,
+    (SELECT round(n_eff) FROM eff WHERE eff.grp = lat.grp AND eff.cur AND eff.level = lat.level)    AS effective_queries,
+    (SELECT round(n_eff) FROM eff WHERE eff.grp = lat.grp AND NOT eff.cur AND eff.level = lat.level) AS effective_queries_prev,
     coalesce(lat.tail_queries_prev, 0)                                      AS tail_queries_prev,
     coalesce(lat.tail_queries >= what_changed_min_tail() AND lat.tail_queries_prev >= what_changed_min_tail(), false) AS enough,
     coalesce(lat.tail_queries >= what_changed_min_tail() AND lat.tail_queries_prev >= what_changed_min_tail()

@@ -14,7 +14,7 @@ WITH s AS (
                        carrier := CASE WHEN k.by_carrier THEN f.carrier ELSE '*' END,
                        region := CASE WHEN k.by_region OR k.by_hexagon THEN f.region ELSE '*' END,
                        h3_cell := CASE WHEN k.by_hexagon THEN f.h3_cell ELSE '*' END) AS grp,
-           f.week, f.latency_ns, COLUMNS('^budget_.*_ns$')
+           f.week, f.flow_id AS cluster, f.latency_ns, COLUMNS('^budget_.*_ns$')
     FROM query_facts f
     CROSS JOIN (VALUES ('carrier', true, false, false), ('carrier_region', true, true, false),
                        ('hexagon', false, false, true), ('carrier_hexagon', true, false, true))
