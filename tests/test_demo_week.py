@@ -1,6 +1,7 @@
 """The demo weeks (scripts/make-demo-week.py): deterministic, two ISO weeks, three carriers, 24
 hexagons in two regions, a diurnal curve, and an injected regression that stats and the report
-name (issue 17); QUIC and TCP side by side, with fallbacks (issue 18)."""
+name (issue 17); QUIC and TCP side by side, with fallbacks (issue 18); latencies drawn per connection,
+so percentiles move beyond noise where something was injected and nowhere else (issue 27)."""
 from __future__ import annotations
 
 import hashlib
@@ -136,3 +137,123 @@ def test_quic_and_tcp_side_by_side(demo):
         assert w["tail_reduction_low"] <= w["tail_reduction"] <= w["tail_reduction_high"], w
     hexes = rows("SELECT * FROM mart_quic_vs_tcp WHERE grain = 'hexagon' AND week = '2026-W47' AND quic_queries > 0")
     assert hexes and any(h["small_sample"] for h in hexes), "hexagons are small slices and say so"
+
+
+# -- issue 27: a demo week that looks like traffic ----------------------------------------------
+# Every connection draws its path (RTT, jitter, loss, access rate) and its exchanges (sizes, server
+# and think times) per carrier, region, network type and hour, the same in both weeks; the second
+# week adds a policer (Kestrel Mobile, north) and a deep queue (Heron Telecom, one hexagon). So the
+# percentiles of a slice move week over week where something was injected, and only there.
+
+BOOT = 1000  # bootstrap resamples of each week's connections
+LEVELS = (0.95, 0.99)
+
+
+def quantiles(ms, flows, lv, seed):
+    """The `lv` quantile of latencies `ms` (inverse CDF), and its value in each of BOOT
+    resamples of the connections (`flows`: each query's connection) with replacement: a
+    connection's queries share its path, so they are not independent draws, the connections
+    are (a bootstrap over queries would make its intervals too narrow)."""
+    import numpy as np
+
+    order = np.argsort(ms, kind="stable")
+    ms = np.asarray(ms, float)[order]
+    _, idx = np.unique(np.asarray(flows)[order], return_inverse=True)
+    k = idx.max() + 1
+    rng = np.random.default_rng(seed)
+    counts = np.stack([np.bincount(rng.integers(0, k, k), minlength=k) for _ in range(BOOT)])
+    cum = np.cumsum(counts[:, idx], axis=1)
+    at = [np.searchsorted(row, lv * row[-1]) for row in cum]
+    return float(ms[min(len(ms) - 1, int(np.ceil(lv * len(ms))) - 1)]), ms[np.minimum(at, len(ms) - 1)]
+
+
+def week_over_week(w46, w47, seed):
+    """{level: (Δ, low, high)} in ms: the W46→W47 change of each percentile and its 95 %
+    bootstrap interval; w46, w47: ([latency ms], [connection]) of one slice's queries."""
+    import numpy as np
+
+    out = {}
+    for lv in LEVELS:
+        a, ra = quantiles(*w46, lv, seed)
+        b, rb = quantiles(*w47, lv, seed + 1)
+        lo, hi = np.quantile(rb - ra, [0.025, 0.975])
+        out[lv] = (b - a, float(lo), float(hi))
+    return out
+
+
+@pytest.fixture(scope="module")
+def latencies(demo):
+    """{(carrier, region or "hexagon"): {week: ([latency ms], [flow])}} of complete queries, TCP
+    and QUIC; "hexagon": the queue's."""
+    _, out, truth = demo
+    con = duckdb.connect(str(db.build(out)), read_only=True)
+    hot = truth["regression"]["bufferbloat"]["h3_cell"]
+    rows = con.execute("SELECT carrier, region, h3_cell, week, latency_ms, flow_id FROM query_facts "
+                       "WHERE carrier <> 'unknown' AND latency_ms IS NOT NULL").fetchall()
+    by = {}
+    for carrier, region, cell, week, ms, flow in rows:
+        for key in [(carrier, region)] + [(carrier, "hexagon")] * (cell == hot):
+            ms_, flows_ = by.setdefault(key, {}).setdefault(week, ([], []))
+            ms_.append(ms)
+            flows_.append(flow)
+    return by
+
+
+def test_injected_slices_move_beyond_noise(demo, latencies):
+    """(a) the policed slice's and the queue hexagon's p95 and p99 rise W46→W47 with a 95 %
+    bootstrap interval above 0."""
+    _, _, truth = demo
+    pol, q = truth["regression"]["policing"], truth["regression"]["bufferbloat"]
+    for key in ((pol["carrier"], pol["region"]), (q["carrier"], "hexagon")):
+        weeks = latencies[key]
+        assert len(weeks["2026-W46"][0]) >= 50 and len(weeks["2026-W47"][0]) >= 50, (key, {w: len(v[0]) for w, v in weeks.items()})
+        moved = week_over_week(weeks["2026-W46"], weeks["2026-W47"], seed=1)
+        for lv, (d, lo, hi) in moved.items():
+            assert lo > 0, (key, lv, d, lo, hi)
+
+
+def test_noise_slices_stay_within_their_interval(demo, latencies):
+    """(b) no other carrier×region slice's p99 moves beyond its interval: the same distributions
+    drew both weeks (the queue hexagon's region excepted for its carrier: the hexagon is in it)."""
+    _, _, truth = demo
+    pol, q = truth["regression"]["policing"], truth["regression"]["bufferbloat"]
+    injected = {(pol["carrier"], pol["region"]), (q["carrier"], q["region"])}
+    noise = [k for k in latencies if k[1] != "hexagon" and k not in injected]
+    assert len(noise) == 4, sorted(latencies)
+    for key in noise:
+        d, lo, hi = week_over_week(latencies[key]["2026-W46"], latencies[key]["2026-W47"], seed=2)[0.99]
+        assert lo <= 0 <= hi, (key, d, lo, hi)
+
+
+def test_no_latency_value_dominates_a_slice(latencies):
+    """(c) drawn per connection, latencies do not tie: no value is more than 2 % of a slice's
+    queries (the replayed lab samples made one value 18 % of a slice)."""
+    from collections import Counter
+
+    for key, weeks in latencies.items():
+        for week, (ms, _) in weeks.items():
+            (value, n), = Counter(ms).most_common(1)
+            assert n <= max(2, 0.02 * len(ms)), (key, week, value, n, len(ms))
+
+
+def test_detectors_find_what_was_injected(demo):
+    """(d) tailscope's own detectors tag the policer (Flach et al.'s policing fit) on the policed
+    slice and bufferbloat in the queue's hexagon in the second week, and neither in the first; and
+    the synthesized connections show the ordinary loss recoveries too."""
+    _, out, truth = demo
+    pol, q = truth["regression"]["policing"], truth["regression"]["bufferbloat"]
+    con = duckdb.connect(str(db.build(out)), read_only=True)
+
+    def flows(where):
+        return dict(con.execute(f"SELECT week, count(*) FROM flow_facts WHERE {where} GROUP BY 1").fetchall())
+
+    policed = flows(f"list_contains(signatures, 'policing') AND carrier = '{pol['carrier']}' AND region = '{pol['region']}'")
+    # Flach et al.'s fit judges a flow with 10 losses or more: most of those the policer dropped 10 of
+    assert policed.get("2026-W47", 0) >= 0.5 * pol["dropped_10_or_more"] > 20 and "2026-W46" not in policed, (policed, pol)
+    assert flows("list_contains(signatures, 'policing')") == policed  # nowhere else
+    bloated = flows(f"list_contains(signatures, 'bufferbloat') AND h3_cell = '{q['h3_cell']}'")
+    assert bloated.get("2026-W47", 0) >= 0.3 * q["connections"] and "2026-W46" not in bloated, (bloated, q)
+    tags = dict(con.execute("SELECT s, count(*) FROM (SELECT unnest(signatures) AS s FROM flow_facts "
+                            "WHERE protocol = 'tcp') GROUP BY 1").fetchall())
+    for sig in ("fast_retransmit", "tail_loss", "rto", "synack_loss"):
+        assert tags.get(sig, 0) >= 5, (sig, tags)
