@@ -40,12 +40,6 @@ SECTIONS = [
     ("worst-flows", "Worst flows"),
     ("data-quality", "Data quality"),
 ]
-# one colour per part of the time budget in every chart (budget_parts' order)
-PART_COLORS = {part: svg.color_for(i) for i, part in enumerate(
-    ("tcp_handshake", "tls_handshake", "syn_loss", "synack_loss", "server", "transfer", "queueing", "rto", "tlp",
-     "fast_retransmit", "tail_loss", "spurious_retransmission", "retransmission", "policing", "rwnd_limited", "other"))}
-
-
 class ReportError(ValueError):
     """A report that cannot be made (the message says why)."""
 
@@ -97,11 +91,14 @@ def _top_parts(rows: list[dict], key: tuple, n: int) -> dict[tuple, list[dict]]:
 
 # What the summary names (headline_changes): a slice whose p95 or p99 moved beyond noise
 # (what_changed: the 95 % interval excludes 0 and both tails hold enough queries) with a part of
-# the time budget that moved in the same direction. Slices overlap (a carrier holds its regions,
-# a region its hexagons), so one cause moves several: overlapping slices moved by the same part
-# are one change, named once, by the smallest slice that holds at least HEADLINE_HOLD of the time
-# the part added in the slice of the change that added most (a carrier's policer in one region:
-# the region holds all of it, each hexagon a twelfth; a deep queue in one hexagon: the hexagon).
+# the time budget that moved in the same direction. Slices overlap (a carrier holds its regions, a
+# region its hexagons, a hexagon several carriers), so one cause moves several of them: the
+# largest move (the most time its part added over the slice's queries) is named first, by the
+# smallest overlapping slice moved by the same part that holds at least HEADLINE_HOLD of that
+# time (a carrier's policer in one region: the region holds all of it, each of its hexagons a
+# twelfth; a deep queue in one hexagon: the hexagon holds it all, its carrier's region too but
+# is bigger); every other move of that part that such a named slice holds HEADLINE_HOLD of is the
+# same change, not named again.
 HEADLINE_LEVELS = ("p95", "p99")
 HEADLINE_HOLD = 0.5
 
@@ -110,9 +107,18 @@ def _overlap(a: dict, b: dict) -> bool:
     return all(a[k] == "*" or b[k] == "*" or a[k] == b[k] for k in ("carrier", "region", "h3_cell"))
 
 
+def _same_cause(a: dict, b: dict) -> bool:
+    return a["top_part"] == b["top_part"] and (a["delta_ms"] > 0) == (b["delta_ms"] > 0) and _overlap(a, b)
+
+
+def _holds(a: dict, b: dict) -> bool:
+    """a holds at least HEADLINE_HOLD of the time b's part added."""
+    return abs(a["top_part_added_ms"] or 0) >= HEADLINE_HOLD * abs(b["top_part_added_ms"] or 0)
+
+
 def headline_changes(rows: list[dict]) -> list[dict]:
     """The changes the summary names, largest first: what_changed_slices rows (see above), each with
-    `also`, the other slices the same change moved."""
+    `also`, the other moves counted as the same change."""
     cands: dict[tuple, dict] = {}
     for r in rows:
         if r["level"] not in HEADLINE_LEVELS or not r["beyond_noise"] or not r["top_part"]:
@@ -122,30 +128,18 @@ def headline_changes(rows: list[dict]) -> list[dict]:
         key = (r["slice"], r["carrier"], r["region"], r["h3_cell"])
         if key not in cands or HEADLINE_LEVELS.index(r["level"]) < HEADLINE_LEVELS.index(cands[key]["level"]):
             cands[key] = r  # p95 first: the steadier of the two
-    items = list(cands.values())
-    group = list(range(len(items)))
-
-    def find(i):
-        while group[i] != i:
-            group[i] = group[group[i]]
-            i = group[i]
-        return i
-
-    for i, a in enumerate(items):
-        for j in range(i):
-            b = items[j]
-            if a["top_part"] == b["top_part"] and (a["delta_ms"] > 0) == (b["delta_ms"] > 0) and _overlap(a, b):
-                group[find(i)] = find(j)
+    items = sorted(cands.values(), key=lambda r: -abs(r["top_part_added_ms"] or 0))
+    named: list[dict] = []
+    for c in items:
+        if any(_same_cause(n, c) and _holds(n, c) for n in named):
+            continue
+        holding = [s for s in items if (s is c or _same_cause(s, c)) and _holds(s, c)]
+        named.append(min(holding, key=lambda s: (s["queries"], -abs(s["top_part_added_ms"] or 0))))
     out = []
-    for root in sorted({find(i) for i in range(len(items))}):
-        members = [items[i] for i in range(len(items)) if find(i) == root]
-        anchor = max(members, key=lambda r: abs(r["top_part_added_ms"] or 0))
-        need = HEADLINE_HOLD * abs(anchor["top_part_added_ms"] or 0)
-        holding = [r for r in members if abs(r["top_part_added_ms"] or 0) >= need
-                   and (r["top_part_added_ms"] or 0) * (anchor["top_part_added_ms"] or 0) >= 0]
-        named = min(holding, key=lambda r: (r["queries"], -abs(r["top_part_added_ms"] or 0)))
-        out.append({**named, "also": [m for m in members if m is not named]})
-    out.sort(key=lambda r: -abs(r["top_part_added_ms"] or 0))
+    for n in named:
+        also = [c for c in items if c is not n and _same_cause(n, c) and _holds(n, c)
+                and next(m for m in named if _same_cause(m, c) and _holds(m, c)) is n]
+        out.append({**n, "also": also})
     return out
 
 
@@ -224,6 +218,8 @@ def _collect(con, dataset: Path, options: ReportOptions) -> dict:
     d["changes"] = _rows(con, "SELECT * FROM what_changed_slices(?) ORDER BY slice, carrier, region, h3_cell, level_ord",
                          [week]) if d["has_week"] and d["has_previous"] else []
     d["headline_changes"] = headline_changes(d["changes"])
+    # one colour per part of the time budget in every chart, in budget_parts' order (sql/marts/016_budget.sql)
+    d["part_colors"] = {r["part"]: svg.color_for(r["ord"] - 1) for r in _rows(con, "SELECT ord, part FROM budget_parts")}
     d["what_changed_settings"] = _rows(con, "SELECT what_changed_min_tail() AS min_tail, bootstrap_resamples() AS resamples")[0]
 
     # carriers: p50/p95/p99, last week's, and where each carrier's p99 tail's time went (the time
@@ -293,6 +289,7 @@ def _collect(con, dataset: Path, options: ReportOptions) -> dict:
         SELECT rank, CAST(flow_id AS VARCHAR) AS flow_id, community_id, strftime(timezone('UTC', start), '%Y-%m-%d %H:%M:%S') AS start_utc,
                protocol, CASE WHEN ? THEN client ELSE client_prefix END AS client, server, carrier, network_type, h3_cell, site, queries, worst_latency_ms, worst_query_index,
                array_to_string(worst_query_signatures, ', ') AS worst_query_signatures, top_signature,
+               worst_query_top_part, worst_query_top_part_ms,
                attributed_delay_ms, retransmissions, array_to_string(flow_signatures, ', ') AS flow_signatures
         FROM worst_flows(?, ?)""", [options.show_clients, week, options.top])
     return d
@@ -537,7 +534,7 @@ def render_html(d: dict) -> str:
             svg.stacked_share_bars([{"label": ("all queries" if lv == "all" else f"{lv} tail ({rows[0]['tail_queries']})"),
                                      "parts": [(b["label"], b["share"] or 0) for b in rows if b["part_ms"]]} for lv, rows in levels],
                                    title="Where all traffic's time went, by part of the time budget",
-                                   colors={b["label"]: PART_COLORS.get(b["part"]) for _, rows in levels for b in rows}),
+                                   colors={b["label"]: d["part_colors"].get(b["part"]) for _, rows in levels for b in rows}),
             "Each query's latency is split into disjoint parts that add up to it (docs/queries.md#time-budget); a bar is a "
             "level's queries (all, or those at or above the p50 / p95 / p99), its segments each part's share of their summed "
             "latency: they sum to 100 %.")
@@ -596,7 +593,7 @@ def render_html(d: dict) -> str:
             b = sorted([x for x in d["carrier_budget"] if x["carrier"] == c["carrier"] and x["part_ms"]], key=lambda x: x["ord"])
             stacked.append({"label": c["carrier"], "parts": [(x["label"], x["share"] or 0) for x in b]})
         made_of = _figure(svg.stacked_share_bars(stacked, title="Where each carrier's p99 tail's time went",
-                                                 colors={x["label"]: PART_COLORS.get(x["part"]) for x in d["carrier_budget"]}),
+                                                 colors={x["label"]: d["part_colors"].get(x["part"]) for x in d["carrier_budget"]}),
                           "Per carrier: the share of its p99 tail's summed latency in each part of the time budget (the parts "
                           "are disjoint and sum to each query's latency: 100 % per bar).")
         parts.append(_cols(bars, made_of))
@@ -721,20 +718,19 @@ def render_html(d: dict) -> str:
                  "the Grafana dashboard <i>tailscope: flow drill-down</i> (variable <code>flow</code>), or "
                  "<code>SELECT * FROM packets WHERE flow_id = &lt;id&gt; ORDER BY ts</code> in <code>tailscope db</code>; "
                  "the Community ID finds the same connection in Zeek, Suricata and Wireshark. "
-                 "<i>Delay charged</i> sums, over all the connection's complete queries, the time each one's signatures "
-                 "cost it (a retransmission is charged the time since its bytes were first sent; overlapping ones are "
-                 "each charged, so it can exceed the latency).</p>")
+                 "<i>Where its time went</i>: the part of the slowest query's time budget that took the most of it.</p>")
     rows = []
     for f in d["worst_flows"]:
         link = _flow_link(d, f["flow_id"])
         fid = (f'<a href="{_e(link)}">{_e(f["flow_id"])}</a>',) if link else f["flow_id"]
         rows.append([f["rank"], fid, f["community_id"], f["start_utc"], f["carrier"], f["h3_cell"], f["network_type"],
-                     _ms(f["worst_latency_ms"]), f["worst_query_signatures"] or "-", _ms(f["attributed_delay_ms"]),
+                     _ms(f["worst_latency_ms"]), f["worst_query_signatures"] or "-",
+                     f"{f['worst_query_top_part']} {_ms(f['worst_query_top_part_ms'])}" if f["worst_query_top_part"] else "-",
                      f["flow_signatures"] or "-", f"{f['client']} → {f['server']}"])
     parts.append('<div class="compact">' + _table_html(
         ["#", "flow_id", "community_id", "start (UTC)", "carrier", "hexagon", "network", "slowest query",
-         "its signatures", "delay charged (all its queries)", "flow signatures",
-         "client → server" if d.get("show_clients") else "client network → server"], rows, {0, 7, 9}) + "</div>")
+         "its signatures", "where its time went (top part)", "flow signatures",
+         "client → server" if d.get("show_clients") else "client network → server"], rows, {0, 7}) + "</div>")
     parts.append("</section>")
 
     # data quality
@@ -997,9 +993,12 @@ def render_markdown(d: dict, html_name: str = "") -> str:
                            "new" if x["is_new"] else _delta_ms(x["delta_ms"])] for x in d["wow_parts"]]))
     out += [f"## {titles['worst-flows']}", "",
             "Drill down: Grafana *tailscope: flow drill-down* (variable `flow`), or `SELECT * FROM packets WHERE flow_id = <id> ORDER BY ts`.", ""]
-    out.append(_md_table(["#", "flow_id", "community_id", "start (UTC)", "carrier", "hexagon", "slowest query", "its signatures", "flow signatures"],
+    out.append(_md_table(["#", "flow_id", "community_id", "start (UTC)", "carrier", "hexagon", "slowest query", "its signatures",
+                          "where its time went (top part)", "flow signatures"],
                          [[f["rank"], f"`{f['flow_id']}`", f"`{f['community_id']}`", f["start_utc"], f["carrier"], f["h3_cell"],
-                           _ms(f["worst_latency_ms"]), f["worst_query_signatures"] or "-", f["flow_signatures"] or "-"] for f in d["worst_flows"]]))
+                           _ms(f["worst_latency_ms"]), f["worst_query_signatures"] or "-",
+                           f"{f['worst_query_top_part']} {_ms(f['worst_query_top_part_ms'])}" if f["worst_query_top_part"] else "-",
+                           f["flow_signatures"] or "-"] for f in d["worst_flows"]]))
     out += [f"## {titles['data-quality']}", ""]
     if d["stats"]:
         ov = d["stats"]["overview"][0]

@@ -27,6 +27,8 @@ CREATE OR REPLACE MACRO what_changed_min_tail() AS 10;
 --   effective_queries, _prev           the sample size the bootstrap drew for the level (see eff below)
 --   enough                             both tails hold what_changed_min_tail() queries
 --   beyond_noise                       enough, and the interval excludes 0
+--   p_value                            the bootstrap's two-sided p-value of no change (its resolution:
+--                                      1 / (bootstrap_resamples() + 1))
 --   parts                              per part of the budget, in budget_parts order: mean_ms and
 --                                      mean_prev_ms (mean time per tail query), delta_ms, is_new
 --                                      (no time in it last week, some this week)
@@ -110,7 +112,12 @@ boot AS (
 ),
 ci AS (
     SELECT grp.g AS grp, grp.level AS level,
-           quantile_disc(d_ns, 0.025) AS low_ns, quantile_disc(d_ns, 0.975) AS high_ns
+           quantile_disc(d_ns, 0.025) AS low_ns, quantile_disc(d_ns, 0.975) AS high_ns,
+           -- the bootstrap's two-sided p-value of "no change": twice the share of resamples on the
+           -- far side of 0 (ties half), (k + 1) / (B + 1) so that it is never 0
+           least(1.0, 2 * (least(count(*) FILTER (WHERE d_ns < 0) + count(*) FILTER (WHERE d_ns = 0) / 2,
+                                 count(*) FILTER (WHERE d_ns > 0) + count(*) FILTER (WHERE d_ns = 0) / 2) + 1)
+                      / (count(*) + 1)) AS p_value
     FROM boot GROUP BY ALL
 ),
 parts AS (
@@ -149,6 +156,7 @@ SELECT
     coalesce(lat.tail_queries >= what_changed_min_tail() AND lat.tail_queries_prev >= what_changed_min_tail()
              AND (ci.low_ns > 0 OR ci.high_ns < 0), false)                  AS beyond_noise,
     what_changed_min_tail()                                                 AS min_tail,
+    ci.p_value,
     per.parts,
     CASE WHEN lat.value_prev_ns IS NOT NULL AND lat.value_ns IS NOT NULL THEN per.top_part END AS top_part,
     CASE WHEN lat.value_prev_ns IS NOT NULL AND lat.value_ns IS NOT NULL
