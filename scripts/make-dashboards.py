@@ -344,7 +344,8 @@ def quic_vs_tcp_sql(group: str | None, columns: str) -> str:
     key = f"grp AS {group}, " if group else ""
     order = "quic_queries + tcp_queries DESC" if group else "1"
     return f"""
-WITH qq AS (SELECT {grp} AS grp, protocol, latency_ns, setup_ns, signatures, delays FROM query_facts WHERE {FILTER}),
+WITH qq AS (SELECT {grp} AS grp, protocol, latency_ns, setup_ns, signatures, delays, COLUMNS('^budget_[a-z_]+_ns')
+           FROM query_facts WHERE {FILTER}),
 qf AS (SELECT {grp} AS grp, flow_id, protocol, handshake_rtt_ms, quic_handshake_rtt_ms FROM flow_facts WHERE {FILTER})
 SELECT {key}{columns}
 FROM quic_vs_tcp('qq', 'qf')

@@ -896,7 +896,7 @@ def _what_if_table(d: dict, n: int = 3) -> tuple[list[str], list[list]]:
         b = [x for x in d["carrier_budget"] if x["carrier"] == c["carrier"] and x["saved_ms"]]
         b.sort(key=lambda x: -(x["saved_ms"] or 0))
         for x in b[:n]:
-            rows.append([c["carrier"], _ms(x["threshold_ms"]), x["label"], _ms(x["without_ms"]), f"−{_ms(x['saved_ms'])}"])
+            rows.append([c["carrier"], _ms(x["threshold_ms"]), x["label"], _ms(x["without_ms"]), _ms(x["saved_ms"])])
     return ["carrier", "p99", "without", "p99 without it", "saved"], rows
 
 

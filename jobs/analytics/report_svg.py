@@ -187,7 +187,9 @@ def stacked_share_bars(rows: Sequence[dict], *, title: str, width: int = 760, co
                 names.append(name)
     colors = {n: (colors or {}).get(n) or color_for(i) for i, n in enumerate(names)}
     bar_h, gap, left, right, top = 22, 8, 190, 30, 28
-    legend_rows = math.ceil(len(names) / 4)
+    # legend columns as wide as the longest name needs (about 6.5 px a character at 11 px)
+    per_row = max(1, min(4, int((width - 20) // (6.5 * max(len(n) for n in names) + 24))))
+    legend_rows = math.ceil(len(names) / per_row)
     height = top + len(rows) * (bar_h + gap) + 24 + legend_rows * 18 + 8
     smax = max(1.0, max(sum(s for _, s in r["parts"]) for r in rows))
     plot_w = width - left - right
@@ -214,8 +216,8 @@ def stacked_share_bars(rows: Sequence[dict], *, title: str, width: int = 760, co
             acc += share
     ly = base_y + 30
     for i, name in enumerate(names):
-        lx = left + (i % 4) * ((width - left) / 4)
-        yy = ly + (i // 4) * 18
+        lx = 20 + (i % per_row) * ((width - 20) / per_row)
+        yy = ly + (i // per_row) * 18
         body.append(f'<rect x="{lx:.1f}" y="{yy - 10}" width="12" height="12" fill="{colors[name]}"/>'
                     f'<text x="{lx + 16:.1f}" y="{yy}" font-size="11" fill="{AXIS}">{esc(name)}</text>')
     return _svg(width, int(height), body, title)

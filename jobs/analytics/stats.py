@@ -455,11 +455,11 @@ def _quic_vs_tcp(con, present: dict) -> list[dict]:
     """sql/'s quic_vs_tcp macro (marts/070_quic_vs_tcp.sql) over the slice's flows and complete
     queries, per group."""
     if present["queries"]:
-        con.execute("CREATE TEMP TABLE tq AS SELECT s.grp, q.protocol, q.latency_ns, q.setup_ns, q.signatures, q.delays "
-                    "FROM query_facts q JOIN sel s USING (flow_id)")
+        con.execute("CREATE TEMP TABLE tq AS SELECT s.grp, q.protocol, q.latency_ns, q.setup_ns, q.signatures, q.delays, "
+                    "COLUMNS('^budget_.*_ns$') FROM query_facts q JOIN sel s USING (flow_id)")
     else:
-        con.execute("CREATE TEMP TABLE tq AS SELECT grp, protocol, 0::BIGINT AS latency_ns, 0::BIGINT AS setup_ns, "
-                    "[]::VARCHAR[] AS signatures, []::STRUCT(signature VARCHAR, delay_ns BIGINT)[] AS delays FROM f WHERE false")
+        con.execute("CREATE TEMP TABLE tq AS SELECT s.grp, q.protocol, q.latency_ns, q.setup_ns, q.signatures, q.delays, "
+                    "COLUMNS('^budget_.*_ns$') FROM query_facts q JOIN sel s USING (flow_id) WHERE false")
     cur = con.execute("SELECT * FROM quic_vs_tcp('tq', 'f') ORDER BY grp")
     names = ["group" if d[0] == "grp" else d[0] for d in cur.description]
     out = []

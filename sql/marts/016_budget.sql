@@ -15,26 +15,28 @@
 --   part           its name
 --   budget_column  its column on queries / query_facts
 --   label          how a report names it
+--   is_loss        time spent recovering lost packets (loss waits, retransmissions by cause, the
+--                  policer's drops): what QUIC vs TCP's tail_loss_share sums
 CREATE OR REPLACE VIEW budget_parts AS
-SELECT ord, part, 'budget_' || part || '_ns' AS budget_column, label
+SELECT ord, part, 'budget_' || part || '_ns' AS budget_column, label, is_loss
 FROM (VALUES
-    (1,  'tcp_handshake',           'TCP handshake'),
-    (2,  'tls_handshake',           'TLS handshake'),
-    (3,  'syn_loss',                'SYN loss wait'),
-    (4,  'synack_loss',             'SYN-ACK loss wait'),
-    (5,  'server',                  'server time'),
-    (6,  'transfer',                'transfer at base RTT'),
-    (7,  'queueing',                'queueing (RTT above the floor)'),
-    (8,  'rto',                     'RTO wait'),
-    (9,  'tlp',                     'tail loss probe wait'),
-    (10, 'fast_retransmit',         'fast retransmit wait'),
-    (11, 'tail_loss',               'tail loss repair'),
-    (12, 'spurious_retransmission', 'spurious retransmission stall'),
-    (13, 'retransmission',          'other loss recovery'),
-    (14, 'policing',                'policing throttle'),
-    (15, 'rwnd_limited',            'receive window limited'),
-    (16, 'other',                   'other')
-) AS t(ord, part, label);
+    (1,  'tcp_handshake',           'TCP handshake',                   false),
+    (2,  'tls_handshake',           'TLS handshake',                   false),
+    (3,  'syn_loss',                'SYN loss wait',                   true ),
+    (4,  'synack_loss',             'SYN-ACK loss wait',               true ),
+    (5,  'server',                  'server time',                     false),
+    (6,  'transfer',                'transfer at base RTT',            false),
+    (7,  'queueing',                'queueing (RTT above the floor)',  false),
+    (8,  'rto',                     'RTO wait',                        true ),
+    (9,  'tlp',                     'tail loss probe wait',            true ),
+    (10, 'fast_retransmit',         'fast retransmit wait',            true ),
+    (11, 'tail_loss',               'tail loss repair',                true ),
+    (12, 'spurious_retransmission', 'spurious retransmission stall',   true ),
+    (13, 'retransmission',          'other loss recovery',             true ),
+    (14, 'policing',                'policing throttle',               true ),
+    (15, 'rwnd_limited',            'receive window limited',          false),
+    (16, 'other',                   'other',                           false)
+) AS t(ord, part, label, is_loss);
 
 -- budget_long(src): the relation named src (a table, view or CTE of the caller holding the
 -- budget_*_ns columns of query_facts, e.g. query_facts itself or a tail_of() result) with one row

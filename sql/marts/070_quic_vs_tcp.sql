@@ -143,7 +143,8 @@ FROM s
 GROUP BY client_ip, server_ip, session_no;
 
 -- quic_vs_tcp(qsrc, fsrc): QUIC and TCP side by side per group. qsrc names a relation of complete
--- queries with query_facts' columns grp, protocol, latency_ns, signatures, delays; fsrc one of
+-- queries with query_facts' columns grp, protocol, latency_ns, signatures, delays and the
+-- budget_*_ns columns; fsrc one of
 -- flows with flow_facts' grp, flow_id, protocol, handshake_rtt_ms, quic_handshake_rtt_ms (grp: any
 -- type, e.g. a STRUCT of slice keys). One row per group, for each transport (quic_*, tcp_*):
 --   queries, p50_ms / p95_ms / p99_ms      complete queries and their latency percentiles
@@ -151,7 +152,9 @@ GROUP BY client_ip, server_ip, session_no;
 --                                          (TCP: first SYN to the first request byte)
 --   tail_queries, tail_loss_rate           the p99 tail (tail_attribution) and the share of it
 --                                          carrying a loss signature (is_loss_signature)
---   tail_loss_delay_share                  delay charged to loss signatures in the tail ÷ the tail's
+--   tail_loss_share                        the share of the tail's time in the time budget's loss parts
+--                                          (budget_parts.is_loss; <= 1)
+--   tail_loss_charged_ratio                (secondary) delay charged to loss signatures in the tail ÷ the tail's
 --                                          latency (overlapping retransmissions each charged)
 --   flows, handshake_rtt_p50_ms            connections; median handshake RTT at the server (TCP:
 --                                          SYN-ACK to ACK; QUIC: the server's first flight to the
@@ -172,7 +175,7 @@ GROUP BY client_ip, server_ip, session_no;
 CREATE OR REPLACE MACRO quic_vs_tcp(qsrc, fsrc) AS TABLE
 -- q and f are read several times below: MATERIALIZED reads the sources (views over Parquet) once
 WITH q AS MATERIALIZED (
-    SELECT grp, protocol, latency_ns, setup_ns, signatures, delays
+    SELECT grp, protocol, latency_ns, setup_ns, signatures, delays, COLUMNS('^budget_.*_ns$')
     FROM query_table(qsrc) WHERE protocol IN ('quic', 'tcp')
 ),
 f AS MATERIALIZED (
@@ -208,14 +211,22 @@ tl AS (
            coalesce(max(delay_ns) FILTER (WHERE signature = '(loss)'), 0)              AS tail_loss_delay_ns
     FROM tail_attribution('lq', 0.99) GROUP BY ALL
 ),
+-- the share of each p99 tail's time spent in loss recovery: the time budget's loss parts
+lb AS (
+    SELECT struct_pack(grp := grp, protocol := protocol) AS grp, latency_ns, COLUMNS('^budget_.*_ns$') FROM q
+),
+tlb AS (
+    SELECT grp.grp AS grp, grp.protocol AS protocol, sum(share) FILTER (WHERE part IN (SELECT part FROM budget_parts WHERE is_loss)) AS loss_share
+    FROM tail_budget('lb', 0.99) GROUP BY ALL
+),
 tail AS (
     SELECT grp,
         any_value(tail_queries) FILTER (WHERE protocol = 'quic')                            AS quic_tail_queries,
         any_value(tail_loss_queries / tail_queries) FILTER (WHERE protocol = 'quic')        AS quic_tail_loss_rate,
-        any_value(tail_loss_delay_ns / nullif(tail_latency_ns, 0)) FILTER (WHERE protocol = 'quic') AS quic_tail_loss_delay_share,
+        any_value(tail_loss_delay_ns / nullif(tail_latency_ns, 0)) FILTER (WHERE protocol = 'quic') AS quic_tail_loss_charged_ratio,
         any_value(tail_queries) FILTER (WHERE protocol = 'tcp')                             AS tcp_tail_queries,
         any_value(tail_loss_queries / tail_queries) FILTER (WHERE protocol = 'tcp')         AS tcp_tail_loss_rate,
-        any_value(tail_loss_delay_ns / nullif(tail_latency_ns, 0)) FILTER (WHERE protocol = 'tcp') AS tcp_tail_loss_delay_share
+        any_value(tail_loss_delay_ns / nullif(tail_latency_ns, 0)) FILTER (WHERE protocol = 'tcp') AS tcp_tail_loss_charged_ratio
     FROM tl GROUP BY grp
 ),
 -- the bootstrap (bootstrap_quantile, above): each transport's queries resampled, stream 0 TCP, 1 QUIC,
@@ -273,10 +284,12 @@ SELECT
     quic_vs_tcp_min_queries()                                                      AS small_sample_below,
     coalesce(tail.quic_tail_queries, 0)                                            AS quic_tail_queries,
     tail.quic_tail_loss_rate,
-    tail.quic_tail_loss_delay_share,
+    (SELECT loss_share FROM tlb WHERE tlb.grp = k.grp AND tlb.protocol = 'quic')  AS quic_tail_loss_share,
+    tail.quic_tail_loss_charged_ratio,
     coalesce(tail.tcp_tail_queries, 0)                                             AS tcp_tail_queries,
     tail.tcp_tail_loss_rate,
-    tail.tcp_tail_loss_delay_share,
+    (SELECT loss_share FROM tlb WHERE tlb.grp = k.grp AND tlb.protocol = 'tcp')   AS tcp_tail_loss_share,
+    tail.tcp_tail_loss_charged_ratio,
     lat.quic_setup_p50_ms,
     lat.tcp_setup_p50_ms,
     coalesce(fl.quic_flows, 0)                                                     AS quic_flows,
@@ -303,7 +316,7 @@ CREATE OR REPLACE VIEW mart_quic_vs_tcp AS
 WITH qs AS (
     SELECT struct_pack(grain := grain, week := week, period_start := period_start, carrier := carrier,
                        h3_cell := h3_cell, network_type := network_type) AS grp,
-           protocol, latency_ns, setup_ns, signatures, delays
+           protocol, latency_ns, setup_ns, signatures, delays, COLUMNS('^budget_.*_ns$')
     FROM query_slices WHERE grain IN ('week', 'carrier', 'hexagon', 'network_type')
 ),
 fs AS (
