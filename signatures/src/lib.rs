@@ -1,6 +1,7 @@
 //! tailscope-signatures: flow reconstruction and behavioral signatures over decoded packets,
 //! emitted as Arrow record batches.
 
+pub mod budget;
 pub mod community_id;
 pub mod defaults;
 pub mod enrichment;

@@ -125,6 +125,11 @@ impl Pathology {
         }
     }
 
+    /// Whether the client's window holds the server now (as of its latest send).
+    pub fn rwnd_limited(&self) -> bool {
+        self.rwnd_limited_since.is_some()
+    }
+
     /// Everything the server sent is acknowledged: it may be waiting for its application.
     pub fn drained(&mut self, now: i64) {
         self.idle_since.get_or_insert(now);

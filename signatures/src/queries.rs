@@ -15,6 +15,12 @@ use tailscope_parsers::tls_record::{SegmentRecords, ALERT, APPLICATION_DATA, CHA
 struct Charge {
     sig: &'static str,
     delay_ns: i64,
+    /// When it struck (the resend's, the repeated SYN's time): with `delay_ns` before it, the
+    /// wait it ended (crate::budget paints it).
+    at_ns: i64,
+    /// Whether `delay_ns` was spent waiting: not for a network's duplicate copy, or a charge
+    /// that measures no wait (reordering, a zero window's mark, the queue of bufferbloat).
+    waited: bool,
     /// The repair of a loss of the server's data (a policer's drop, if the flow was policed).
     server_loss: bool,
     /// The resend it was charged for (client's?, sequence number), so that a later proof that the
@@ -31,18 +37,32 @@ impl Charges {
     pub fn items(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
         self.0.iter().map(|c| (c.sig, c.delay_ns))
     }
+    /// The waits the charges ended: (signature, from, to), in the order they struck.
+    pub fn waits(&self) -> impl Iterator<Item = (&'static str, i64, i64)> + '_ {
+        self.0.iter().filter(|c| c.waited && c.delay_ns > 0).map(|c| (c.sig, c.at_ns - c.delay_ns, c.at_ns))
+    }
     pub fn len(&self) -> usize {
         self.0.len()
     }
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-    fn add(&mut self, sig: &'static str, delay: i64) {
-        self.0.push(Charge { sig, delay_ns: delay, server_loss: false, resend: None });
+    /// A mark that measures no wait of its own (reordering, a zero window, a queue).
+    fn add(&mut self, sig: &'static str, delay: i64, at_ns: i64) {
+        self.0.push(Charge { sig, delay_ns: delay, at_ns, waited: false, server_loss: false, resend: None });
     }
-    /// A retransmission's charge; `server_loss` when it repaired a loss of the server's data.
-    fn add_resend(&mut self, sig: &'static str, delay: i64, server_loss: bool, resend: (bool, u32)) {
-        self.0.push(Charge { sig, delay_ns: delay, server_loss, resend: Some(resend) });
+    /// A retransmission's charge; `server_loss` when it repaired a loss of the server's data,
+    /// `waited` unless it was a network's duplicate.
+    fn add_resend(
+        &mut self,
+        sig: &'static str,
+        delay: i64,
+        at_ns: i64,
+        waited: bool,
+        server_loss: bool,
+        resend: (bool, u32),
+    ) {
+        self.0.push(Charge { sig, delay_ns: delay, at_ns, waited, server_loss, resend: Some(resend) });
     }
     /// The resend (client's?, sequence number) charged here was spurious: its charge says so
     /// now, and it repaired no loss. Returns whether this exchange held it.
@@ -55,15 +75,16 @@ impl Charges {
     }
     /// One charge per episode: repeats of a SYN or SYN-ACK each measure from the first copy, so
     /// the latest repeat's delay is the episode's whole cost.
-    fn set_episode(&mut self, sig: &'static str, delay: i64) {
+    fn set_episode(&mut self, sig: &'static str, delay: i64, at_ns: i64) {
         match self.0.iter_mut().find(|c| c.sig == sig) {
-            Some(c) => c.delay_ns = c.delay_ns.max(delay),
-            None => self.add(sig, delay),
+            Some(c) if delay > c.delay_ns => (c.delay_ns, c.at_ns) = (delay, at_ns),
+            Some(_) => {}
+            None => self.0.push(Charge { sig, delay_ns: delay, at_ns, waited: true, server_loss: false, resend: None }),
         }
     }
-    /// A charge from outside the TCP tracker (QUIC streams read with a key log).
-    pub fn add_charge(&mut self, sig: &'static str, delay: i64) {
-        self.add(sig, delay);
+    /// A wait charged from outside the TCP tracker (QUIC's resends and stalls), ended at `at_ns`.
+    pub fn add_charge(&mut self, sig: &'static str, delay: i64, at_ns: i64) {
+        self.0.push(Charge { sig, delay_ns: delay, at_ns, waited: true, server_loss: false, resend: None });
     }
     /// Another exchange's charges become this one's (a TLS handshake's, for the first request).
     fn absorb(&mut self, other: Charges) {
@@ -81,8 +102,8 @@ impl Charges {
 }
 
 /// Queueing above the path's minimum RTT smaller than this is not charged (docs/signatures.md's
-/// bufferbloat excess).
-const QUEUE_MIN_NS: i64 = 20_000_000;
+/// bufferbloat excess), as a charge or as the time budget's queueing part.
+pub(crate) const QUEUE_MIN_NS: i64 = 20_000_000;
 
 /// How an exchange was found (the `method` column; docs/queries.md).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -136,6 +157,24 @@ pub struct Query {
     pub request_retransmitted: bool,
     pub retransmissions: u64,
     pub charges: Charges,
+    /// The latest packet carrying request bytes (or the server's ACK showing them): the server's
+    /// time begins after it.
+    pub request_last_ns: Option<i64>,
+    /// The first query: when the transport handshake was done (the client's first ACK after
+    /// the SYN-ACK), and, over TLS, when its TLS handshake began (the ClientHello).
+    pub handshake_done_ns: Option<i64>,
+    pub tls_start_ns: Option<i64>,
+    /// RTT samples towards the client while the response was delivered (each the smaller of it
+    /// and the flow's sample before: one delayed ACK does not make a queue), summed and counted.
+    pub response_rtt_sum_ns: i64,
+    pub response_rtt_count: u32,
+    /// The flow's floor RTT towards the client and its handshake RTT, once the flow ended
+    /// (`flow_verdicts`): the queueing part of the time budget is measured above the floor.
+    pub base_rtt_ns: Option<i64>,
+    pub handshake_rtt_ns: Option<i64>,
+    /// When the server was held by the client's receive window (closed or full) while this query
+    /// was open: (from, to), the last one open until the query ended when `to` is None.
+    pub rwnd_limited: Vec<(i64, Option<i64>)>,
     response_end_seq: Option<u32>,
     /// The latest transmission of response bytes, resends included (TCP): the response was not
     /// delivered before it.
@@ -162,7 +201,8 @@ struct AckPace {
 
 impl Query {
     pub fn end_ns(&self) -> i64 {
-        self.acked_ns.unwrap_or_else(|| self.last_activity_ns().map_or(self.start_ns, |t| t.max(self.start_ns)))
+        // Never before the start (a capture whose clock stepped back).
+        self.acked_ns.unwrap_or_else(|| self.last_activity_ns().unwrap_or(self.start_ns)).max(self.start_ns)
     }
     /// The latest response byte, resend or charge. (`last_tx_ns` is never before `last_byte_ns`
     /// in the TCP tracker, but queries of QUIC streams read with a key log set only the latter.)
@@ -214,6 +254,12 @@ pub struct QueryTracker {
     /// original, if written to the capture later, is no new request.
     acked_unseen: Option<(u32, u32)>,
     syn_seen: bool,
+    /// The TLS handshake's start (its ClientHello), and the client's first ACK after the
+    /// SYN-ACK, for the first query.
+    pending_tls_start: Option<i64>,
+    handshake_done: Option<i64>,
+    /// The flow's latest RTT sample towards the client.
+    last_rtt_ns: Option<i64>,
 }
 
 /// The most client bytes a server's ACK may cover unseen and still count as a request.
@@ -252,6 +298,9 @@ pub struct Seen {
     /// The TLS records the segment's payload starts with (None: no payload, no record header,
     /// or not read: `QueryTracker::reads_tls`).
     pub tls: Option<SegmentRecords>,
+    /// After this packet the server is held by the client's receive window (closed, or too
+    /// full for another segment: crate::pathology's rule, evaluated on the server's sends).
+    pub rwnd_limited: bool,
 }
 
 /// What a segment of a TLS connection carries, read from the record headers it starts with
@@ -314,7 +363,13 @@ impl QueryTracker {
     }
 
     pub fn observe(&mut self, s: &Seen) {
+        if s.c2s && self.synack_sent && s.ack.is_some() && !s.syn {
+            self.handshake_done.get_or_insert(s.ts_ns);
+        }
         let (mut request_bytes, resent_request) = self.request_bytes(s);
+        // One delayed ACK inflates one sample: a queue shows in two in a row.
+        let rtt = s.rtt_ns.map(|r| self.last_rtt_ns.map_or(r, |p| p.min(r)));
+        self.last_rtt_ns = s.rtt_ns.or(self.last_rtt_ns);
         if s.new_data > 0 && s.c2s {
             self.tls.get_or_insert(s.tls.is_some());
         }
@@ -355,7 +410,9 @@ impl QueryTracker {
                 };
                 self.next_index += 1;
                 if q.index == 0 {
-                    q.setup_ns = self.first_syn_ns.map(|t| s.ts_ns - t);
+                    q.setup_ns = self.first_syn_ns.map(|t| (s.ts_ns - t).max(0));
+                    q.tls_start_ns = self.pending_tls_start.take();
+                    q.handshake_done_ns = self.handshake_done;
                 }
                 q.charges = std::mem::take(&mut self.pending_setup);
                 q.retransmissions = std::mem::take(&mut self.pending_retransmissions);
@@ -373,6 +430,7 @@ impl QueryTracker {
             }
             q.request_bytes += u64::from(request_bytes);
             q.request_packets += u64::from(s.c2s);
+            q.request_last_ns = Some(s.ts_ns);
             // Some of its bytes came only as a resend, whichever packet opened it.
             q.request_retransmitted |= resent_request;
         }
@@ -380,6 +438,10 @@ impl QueryTracker {
             // The first ACK covering the response's end delivers it; later ones (the ACK of the
             // server's FIN, window updates) say nothing more about this response.
             let unacked = q.acked_ns.is_none();
+            if let (Some(r), Some(_), true) = (rtt, q.first_byte_ns, unacked) {
+                q.response_rtt_sum_ns += r;
+                q.response_rtt_count += 1;
+            }
             if let (Some(ack), Some(end), Some(begin), true) =
                 (s.ack, q.response_end_seq, q.response_start_seq, unacked)
             {
@@ -406,6 +468,7 @@ impl QueryTracker {
         if !s.c2s && s.seglen > 0 && q.first_byte_ns.is_some() {
             q.last_tx_ns = Some(s.ts_ns);
         }
+        window_held(q, s);
         // Once its response is delivered, what strikes (a late duplicate, a spurious resend) is
         // outside the query: charges stay inside [start, end].
         if q.acked_ns.is_none() {
@@ -483,9 +546,9 @@ impl QueryTracker {
     /// carries that cost, so it is not charged twice.
     fn charge_setup(&mut self, s: &Seen) {
         if s.tags & tags::SYN_RETRANSMISSION != 0 && !self.synack_sent {
-            self.pending_setup.set_episode("syn_loss", s.retx_delay_ns.unwrap_or(0));
+            self.pending_setup.set_episode("syn_loss", s.retx_delay_ns.unwrap_or(0), s.ts_ns);
         } else if s.tags & tags::SYNACK_RETRANSMISSION != 0 {
-            self.pending_setup.set_episode("synack_loss", s.retx_delay_ns.unwrap_or(0));
+            self.pending_setup.set_episode("synack_loss", s.retx_delay_ns.unwrap_or(0), s.ts_ns);
         }
         if s.synack {
             self.synack_sent = true;
@@ -503,6 +566,7 @@ impl QueryTracker {
         }
         self.next_index -= 1;
         if self.next_index == 0 {
+            self.pending_tls_start.get_or_insert(q.tls_start_ns.unwrap_or(q.start_ns));
             self.pending_setup.absorb(q.charges);
             self.pending_retransmissions += q.retransmissions;
         }
@@ -537,6 +601,10 @@ impl QueryTracker {
         handshake_rtt_ns: Option<i64>,
     ) {
         for q in self.done.iter_mut() {
+            q.base_rtt_ns = base_rtt_ns;
+            if q.index == 0 {
+                q.handshake_rtt_ns = handshake_rtt_ns;
+            }
             if policed {
                 q.charges.blame_policer();
             }
@@ -544,7 +612,7 @@ impl QueryTracker {
                 let setup = if q.index == 0 { handshake_rtt_ns } else { None };
                 for rtt in [setup, q.response_rtt_ns].into_iter().flatten() {
                     if rtt - base >= QUEUE_MIN_NS {
-                        q.charges.add("bufferbloat", rtt - base);
+                        q.charges.add("bufferbloat", rtt - base, q.start_ns);
                     }
                 }
             }
@@ -575,7 +643,27 @@ pub const MAX_HELD_QUERIES: usize = 1024;
 /// sample under `QUEUE_MIN_NS` can never be charged. The first query is always held: its setup
 /// is charged against the handshake RTT, which may not be known yet.
 fn settled(q: &Query) -> bool {
-    q.index != 0 && !q.charges.any_server_loss() && q.response_rtt_ns.is_none_or(|r| r < QUEUE_MIN_NS)
+    let queue_free =
+        q.response_rtt_count == 0 || q.response_rtt_sum_ns / i64::from(q.response_rtt_count) < QUEUE_MIN_NS;
+    q.index != 0 && !q.charges.any_server_loss() && q.response_rtt_ns.is_none_or(|r| r < QUEUE_MIN_NS) && queue_free
+}
+
+/// The receive window's hold on the server while the response is under way: from a client's
+/// zero window or a server send the window limits, to the server's first send it does not
+/// limit (the state is judged on the server's sends; the budget clips it to the response).
+fn window_held(q: &mut Query, s: &Seen) {
+    if q.first_byte_ns.is_none() {
+        return;
+    }
+    let open = q.rwnd_limited.last().is_some_and(|(_, to)| to.is_none());
+    let closes = s.c2s && s.tags & tags::ZERO_WINDOW != 0;
+    if !open && (closes || (!s.c2s && s.rwnd_limited)) {
+        q.rwnd_limited.push((s.ts_ns, None));
+    } else if open && !s.c2s && !s.rwnd_limited {
+        if let Some(last) = q.rwnd_limited.last_mut() {
+            last.1 = Some(s.ts_ns);
+        }
+    }
 }
 
 /// The client's next request acknowledges the previous response: its own ACK was lost (or
@@ -643,14 +731,15 @@ fn charge(q: &mut Query, s: &Seen) {
         } else {
             "retransmission"
         };
-        let repair = !matches!(sig, "spurious_retransmission") && s.tags & tags::RETX_NETWORK_DUPLICATE == 0;
-        q.charges.add_resend(sig, delay, !s.c2s && repair, (s.c2s, s.seq));
+        let copy = s.tags & tags::RETX_NETWORK_DUPLICATE != 0;
+        let repair = !matches!(sig, "spurious_retransmission") && !copy;
+        q.charges.add_resend(sig, delay, s.ts_ns, !copy, !s.c2s && repair, (s.c2s, s.seq));
     }
     if s.tags & tags::REORDERED != 0 {
-        q.charges.add("reordering", s.reorder_ns.unwrap_or(0));
+        q.charges.add("reordering", s.reorder_ns.unwrap_or(0), s.ts_ns);
     }
     if s.tags & tags::ZERO_WINDOW != 0 {
-        q.charges.add("zero_window", 0);
+        q.charges.add("zero_window", 0, s.ts_ns);
     }
     if q.charges.len() > charges {
         q.last_charge_ns = Some(s.ts_ns);
@@ -686,6 +775,7 @@ mod tests {
             reorder_ns: None,
             hole: None,
             tls: None,
+            rwnd_limited: false,
         }
     }
 
@@ -767,6 +857,7 @@ mod tests {
         let qs = &t.done;
         assert_eq!(qs.len(), 2, "two requests: the handshake's two exchanges and the alerts are none");
         assert_eq!((qs[0].index, qs[0].start_ns, qs[0].setup_ns), (0, 90 * MS, Some(90 * MS)));
+        assert_eq!((qs[0].handshake_done_ns, qs[0].tls_start_ns), (Some(40 * MS), Some(41 * MS)));
         assert_eq!((qs[0].request_bytes, qs[0].response_bytes, qs[0].end_ns()), (300, 1000, 135 * MS));
         assert_eq!((qs[1].index, qs[1].response_bytes, qs[1].end_ns()), (1, 1000, 245 * MS));
     }

@@ -353,6 +353,7 @@ impl KeyedQuic {
                     q.request_bytes += end - st.request_end;
                     st.request_end = end;
                     q.request_packets += 1;
+                    q.request_last_ns = Some(ts);
                 }
                 continue;
             }
@@ -374,7 +375,7 @@ impl KeyedQuic {
                     t if t & tags::RETX_PTO != 0 => "quic_pto",
                     _ => "quic_retransmission",
                 };
-                q.charges.add_charge(sig, self.out.retx_delay_ns.unwrap_or(0));
+                q.charges.add_charge(sig, self.out.retx_delay_ns.unwrap_or(0), ts);
             }
         }
     }

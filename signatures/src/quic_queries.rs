@@ -185,6 +185,7 @@ impl InferredQueries {
             if data {
                 q.request_bytes += u64::from(body);
                 q.request_packets += 1;
+                q.request_last_ns = Some(ts);
                 self.request_max = self.request_max.max(len);
             }
             return;
@@ -239,7 +240,7 @@ impl InferredQueries {
                 let gap = ts - t1;
                 let stalled = gap >= (r * 3 / 2).max(r + MAX_ACK_DELAY_NS);
                 if stalled && self.client_heard && ts - c >= UNTRIGGERED_NS {
-                    q.charges.add_charge("quic_pto_stall", gap);
+                    q.charges.add_charge("quic_pto_stall", gap, ts);
                     self.stall = Some(Stall { delay_ns: gap });
                     self.stalls += 1;
                 }
@@ -262,7 +263,7 @@ impl InferredQueries {
         let mut q = Query::new(self.next_index, ts, Method::QuicInferred);
         q.ambiguous = mid_response;
         if q.index == 0 {
-            q.setup_ns = self.first_initial_ns.map(|t| ts - t);
+            q.setup_ns = self.first_initial_ns.map(|t| (ts - t).max(0));
         }
         self.next_index += 1;
         self.client_heard = false;

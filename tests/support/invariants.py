@@ -125,6 +125,12 @@ CHECKS = {
     "query_end_before_last_byte": """
         SELECT capture_id, flow_id, query_index, last_byte, "end" FROM queries
         WHERE last_byte IS NOT NULL AND "end" < last_byte""",
+    # The time budget (docs/queries.md#time-budget): parts >= 0 adding up exactly to the latency
+    # users see (the first query's connection setup included).
+    "query_budget_adds_up": """
+        SELECT capture_id, flow_id, query_index, latency_ns, setup_ns, {budget_sum} AS budget_ns
+        FROM queries
+        WHERE {budget_sum} IS DISTINCT FROM latency_ns + coalesce(setup_ns, 0) OR {budget_negative}""",
     "query_indices": """
         SELECT capture_id, flow_id, count(*) AS n, max(query_index) AS max_index FROM queries
         GROUP BY ALL HAVING max(query_index) + 1 <> count(*) OR count(DISTINCT query_index) <> count(*)""",
@@ -136,8 +142,15 @@ def violations(dataset: Path, limit: int = 5) -> list[str]:
     con = duckdb.connect()
     _views(con, Path(dataset))
     out = []
+    budget = [c for c in con.sql("SELECT * FROM queries LIMIT 0").columns if c.startswith("budget_")]
+    if not budget and con.sql("SELECT count(*) FROM queries").fetchone()[0]:
+        out.append("query_budget_adds_up: the queries table has no budget_*_ns columns")
     for name, sql in CHECKS.items():
+        if "{budget_sum}" in sql and not budget:
+            continue
         sql = sql.replace("{flow_columns}", ", ".join(FLOW_CAUSE_COLUMNS))
+        sql = sql.replace("{budget_sum}", " + ".join(budget) or "0")
+        sql = sql.replace("{budget_negative}", " OR ".join(f"{c} < 0" for c in budget) or "false")
         rel = con.sql(sql)
         rows = rel.fetchall()
         if rows:

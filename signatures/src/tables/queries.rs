@@ -12,6 +12,7 @@ use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 
 use super::columns::string_lists;
 use super::ts_type;
+use crate::budget::{budget, PARTS};
 use crate::flow::Flow;
 use crate::queries::Query;
 
@@ -20,32 +21,43 @@ fn delay_fields() -> Fields {
     Fields::from(vec![Field::new("signature", DataType::Utf8, false), Field::new("delay_ns", DataType::Int64, false)])
 }
 
+/// The time budget's column of each part (crate::budget): `budget_<part>_ns`.
+pub fn budget_column(part: &str) -> String {
+    format!("budget_{part}_ns")
+}
+
 pub fn query_schema() -> SchemaRef {
     let delay_item = Field::new("item", DataType::Struct(delay_fields()), false);
-    Arc::new(Schema::new(vec![
-        Field::new("capture_id", DataType::Utf8, false),
-        Field::new("flow_id", DataType::Int64, false),
-        Field::new("query_index", DataType::UInt32, false),
-        Field::new("method", DataType::Utf8, false),
-        Field::new("confidence", DataType::Float64, false),
-        Field::new("start", ts_type(), false),
-        Field::new("first_byte", ts_type(), true),
-        Field::new("last_byte", ts_type(), true),
-        Field::new("end", ts_type(), false),
-        Field::new("latency_ns", DataType::Int64, false),
-        Field::new("ttfb_ns", DataType::Int64, true),
-        Field::new("request_bytes", DataType::UInt64, false),
-        Field::new("response_bytes", DataType::UInt64, false),
-        Field::new("request_packets", DataType::UInt64, false),
-        Field::new("response_packets", DataType::UInt64, false),
-        Field::new("complete", DataType::Boolean, false),
-        Field::new("setup_ns", DataType::Int64, true),
-        Field::new("request_retransmitted", DataType::Boolean, false),
-        Field::new("retransmissions", DataType::UInt64, false),
-        Field::new("signatures", DataType::List(Arc::new(Field::new("item", DataType::Utf8, false))), false),
-        Field::new("delays", DataType::List(Arc::new(delay_item)), false),
-        Field::new("attributed_delay_ns", DataType::Int64, false),
-    ]))
+    let budget_fields = PARTS.iter().map(|p| Field::new(budget_column(p.name()), DataType::Int64, false));
+    Arc::new(Schema::new(
+        [
+            Field::new("capture_id", DataType::Utf8, false),
+            Field::new("flow_id", DataType::Int64, false),
+            Field::new("query_index", DataType::UInt32, false),
+            Field::new("method", DataType::Utf8, false),
+            Field::new("confidence", DataType::Float64, false),
+            Field::new("start", ts_type(), false),
+            Field::new("first_byte", ts_type(), true),
+            Field::new("last_byte", ts_type(), true),
+            Field::new("end", ts_type(), false),
+            Field::new("latency_ns", DataType::Int64, false),
+            Field::new("ttfb_ns", DataType::Int64, true),
+            Field::new("request_bytes", DataType::UInt64, false),
+            Field::new("response_bytes", DataType::UInt64, false),
+            Field::new("request_packets", DataType::UInt64, false),
+            Field::new("response_packets", DataType::UInt64, false),
+            Field::new("complete", DataType::Boolean, false),
+            Field::new("setup_ns", DataType::Int64, true),
+            Field::new("request_retransmitted", DataType::Boolean, false),
+            Field::new("retransmissions", DataType::UInt64, false),
+            Field::new("signatures", DataType::List(Arc::new(Field::new("item", DataType::Utf8, false))), false),
+            Field::new("delays", DataType::List(Arc::new(delay_item)), false),
+            Field::new("attributed_delay_ns", DataType::Int64, false),
+        ]
+        .into_iter()
+        .chain(budget_fields)
+        .collect::<Vec<_>>(),
+    ))
 }
 
 /// The columns of the flows table that enrichment reads (docs/enrichment.md), for flows still
@@ -113,7 +125,8 @@ pub fn queries_batch<'a>(rows: impl Iterator<Item = (i64, &'a Query)>, capture_i
         v.dedup();
         v
     };
-    let columns: Vec<ArrayRef> = vec![
+    let budgets: Vec<_> = qs.iter().map(|(_, q)| budget(q)).collect();
+    let mut columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from_iter_values(std::iter::repeat_n(capture_id, n))),
         Arc::new(Int64Array::from_iter_values(qs.iter().map(|(id, _)| *id))),
         Arc::new(UInt32Array::from_iter_values(qs.iter().map(|(_, q)| q.index))),
@@ -139,5 +152,8 @@ pub fn queries_batch<'a>(rows: impl Iterator<Item = (i64, &'a Query)>, capture_i
             qs.iter().map(|(_, q)| q.charges.items().fold(0i64, |sum, (_, d)| sum.saturating_add(d))),
         )),
     ];
+    for i in 0..PARTS.len() {
+        columns.push(Arc::new(Int64Array::from_iter_values(budgets.iter().map(|b| b.0[i]))));
+    }
     Some(RecordBatch::try_new(query_schema(), columns).expect("query columns match the schema"))
 }

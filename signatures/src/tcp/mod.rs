@@ -250,6 +250,7 @@ impl TcpState {
             } else {
                 None
             },
+            rwnd_limited: self.path.rwnd_limited(),
         });
     }
 
