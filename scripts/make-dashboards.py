@@ -482,6 +482,10 @@ SELECT carrier, network_type, count(*) AS queries,
        quantile_disc(latency_ms, 0.5) AS p50_ms, quantile_disc(latency_ms, 0.99) AS p99_ms
 FROM query_facts WHERE {FILTER}
 GROUP BY ALL ORDER BY carrier, p99_ms DESC""", units=PCT_UNITS), 12, 9)
+    L.add(table("Signatures in each carrier's p99 tail", tail_attribution_sql("carrier"), units=TAIL_UNITS, gauges=["tail_rate"],
+                description="The share of each carrier's p99 tail carrying each signature, and the delay charged to it "
+                            "(secondary: overlapping retransmissions each charged their whole wait, so it can exceed the "
+                            "latency; the time budget above is what adds up)"), 24, 8)
     L.add(table("Worst hexagons on these carriers", f"""
 SELECT carrier, h3_cell, region, count(*) AS queries,
        quantile_disc(latency_ms, 0.5) AS p50_ms, quantile_disc(latency_ms, 0.99) AS p99_ms

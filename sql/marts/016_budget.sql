@@ -20,7 +20,7 @@
 CREATE OR REPLACE VIEW budget_parts AS
 SELECT ord, part, 'budget_' || part || '_ns' AS budget_column, label, is_loss
 FROM (VALUES
-    (1,  'tcp_handshake',           'TCP handshake',                   false),
+    (1,  'handshake',               'connection handshake',            false),
     (2,  'tls_handshake',           'TLS handshake',                   false),
     (3,  'syn_loss',                'SYN loss wait',                   true ),
     (4,  'synack_loss',             'SYN-ACK loss wait',               true ),
