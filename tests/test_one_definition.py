@@ -38,9 +38,9 @@ DEFINITIONS = [
     ("the tail of a group", r"latency_ns\s*>=", "sql/marts/015_attribution.sql"),
     ("QUIC tail reduction", r"quic_p99_ms\s*/|bootstrap_uniform\(|lowbias32", "sql/marts/070_quic_vs_tcp.sql"),
     ("a quantile's bootstrap", r"lgamma\(", "sql/marts/070_quic_vs_tcp.sql"),
-    ("the parts of the time budget", r"'spurious_retransmission',\s+'", "sql/marts/016_budget.sql"),
+    ("the parts of the time budget", r"\(\d+,\s*'spurious_retransmission'", "sql/marts/016_budget.sql"),
     ("a part's share of a tail", r"UNPIVOT", "sql/marts/016_budget.sql"),
-    ("what changed week over week", r"what_changed_min_tail\(\) AS|design effect", "sql/marts/080_what_changed.sql"),
+    ("what changed week over week", r"MACRO what_changed_min_tail|design effect", "sql/marts/080_what_changed.sql"),
     ("loss signature", r"'fast_retransmit',\s*'tlp'", "sql/marts/070_quic_vs_tcp.sql"),
 ]
 
