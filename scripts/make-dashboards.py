@@ -257,8 +257,9 @@ def attribution_input(group: str | None) -> str:
 
 
 def tail_attribution_sql(group: str | None) -> str:
-    """Per (group,) signature: the share of the selection's p99 tail carrying it and the delay it is
-    charged there — sql/'s tail_attribution macro at level 0.99, as `tailscope stats` level p99."""
+    """Per (group,) signature: the share of the selection's p99 tail carrying it and the overlapping
+    delay it is charged there (secondary: it can exceed the latency) — sql/'s tail_attribution macro
+    at level 0.99, as `tailscope stats` (table attribution) level p99."""
     key = f"grp AS {group}, " if group else ""
     order = f"{group}, " if group else ""
     return f"""
@@ -267,16 +268,45 @@ SELECT {key}signature,
        tail_queries,
        queries_with                                       AS tail_with,
        queries_with / tail_queries                        AS tail_rate,
-       CAST(delay_ns AS DOUBLE) / 1e6                     AS tail_delay_ms,
-       CAST(delay_ns AS DOUBLE) / nullif(CAST(tail_latency_ns AS DOUBLE), 0) AS tail_delay_share
+       CAST(delay_ns AS DOUBLE) / 1e6                     AS charged_delay_ms
 FROM tail_attribution('q', 0.99)
-ORDER BY {order}tail_delay_ms DESC NULLS LAST, tail_rate DESC
+ORDER BY {order}tail_rate DESC, charged_delay_ms DESC NULLS LAST
+"""
+
+
+def budget_input(group: str | None) -> str:
+    """The selection's complete queries as sql/'s time-budget macros (tail_budget, budget_what_if)
+    take them: grp (the group), latency_ns and the budget_*_ns columns."""
+    grp = group or "'all'"
+    # (no '$' in the pattern: Grafana would take it for a variable)
+    return f"SELECT {grp} AS grp, latency_ns, COLUMNS('^budget_[a-z_]+_ns') FROM query_facts WHERE {FILTER}"
+
+
+def tail_budget_sql(group: str | None) -> str:
+    """Per (group,) part of the time budget: its share of the selection's p99 tail's time (<= 100 %,
+    the parts summing to 100 %), its mean time per tail query, and what if: the p99 without it -
+    sql/'s tail_budget and budget_what_if at level 0.99, as `tailscope stats` (table budget, p99)."""
+    key = f"b.grp AS {group}, " if group else ""
+    order = f"b.grp, " if group else ""
+    return f"""
+WITH q AS ({budget_input(group)}),
+b AS (SELECT * FROM tail_budget('q', 0.99)),
+w AS (SELECT * FROM budget_what_if('q', 0.99))
+SELECT {key}b.label AS part,
+       b.tail_queries,
+       b.share                                            AS tail_share,
+       b.mean_ns / 1e6                                    AS mean_per_tail_query_ms,
+       b.threshold_ns / 1e6                               AS p99_ms,
+       w.without_ns / 1e6                                 AS p99_without_it_ms
+FROM b JOIN w USING (grp, part)
+WHERE b.part_ns > 0
+ORDER BY {order}b.share DESC
 """
 
 
 def summary_sql(group: str, extra: str = "", extra_group: str = "") -> str:
-    """Per group: flows, queries, latency percentiles, lossy share, signature rate and the signature
-    charged the most delay in the group's p99 tail."""
+    """Per group: flows, queries, latency percentiles, lossy share, signature rate and the part of
+    the time budget that took the most of the group's p99 tail's time."""
     return f"""
 WITH q AS (SELECT * FROM query_facts WHERE {FILTER}),
 c AS (
@@ -295,13 +325,13 @@ f AS (
              / nullif(count(*) FILTER (WHERE protocol = 'tcp'), 0) AS lossy_share
     FROM flow_facts WHERE {FILTER} GROUP BY ALL
 ),
-tq AS ({attribution_input(group)}),
+tq AS ({budget_input(group)}),
 top AS (
-    SELECT grp AS {group}, arg_max(signature, delay_ns) AS top_tail_signature, CAST(max(delay_ns) AS DOUBLE) / 1e6 AS top_tail_delay_ms
-    FROM tail_attribution('tq', 0.99) GROUP BY ALL
+    SELECT grp AS {group}, arg_max(label, share) AS top_tail_part, max(share) AS top_tail_part_share
+    FROM tail_budget('tq', 0.99) GROUP BY ALL
 )
 SELECT c.{group}{extra}, f.flows, c.queries, c.p50_ms, c.p95_ms, c.p99_ns / 1e6 AS p99_ms,
-       f.lossy_share, c.signature_rate, top.top_tail_signature, top.top_tail_delay_ms
+       f.lossy_share, c.signature_rate, top.top_tail_part, top.top_tail_part_share
 FROM c LEFT JOIN f USING ({group}) LEFT JOIN top USING ({group})
 ORDER BY p99_ms DESC
 """
@@ -314,7 +344,8 @@ def quic_vs_tcp_sql(group: str | None, columns: str) -> str:
     key = f"grp AS {group}, " if group else ""
     order = "quic_queries + tcp_queries DESC" if group else "1"
     return f"""
-WITH qq AS (SELECT {grp} AS grp, protocol, latency_ns, setup_ns, signatures, delays FROM query_facts WHERE {FILTER}),
+WITH qq AS (SELECT {grp} AS grp, protocol, latency_ns, setup_ns, signatures, delays, COLUMNS('^budget_[a-z_]+_ns')
+           FROM query_facts WHERE {FILTER}),
 qf AS (SELECT {grp} AS grp, flow_id, protocol, handshake_rtt_ms, quic_handshake_rtt_ms FROM flow_facts WHERE {FILTER})
 SELECT {key}{columns}
 FROM quic_vs_tcp('qq', 'qf')
@@ -344,16 +375,21 @@ def qvt_setting(name: str) -> int:
 
 
 QVT_DESCRIPTION = ("QUIC tail reduction = 1 - p99(QUIC) / p99(TCP) over complete queries, with its 95 % bootstrap "
-                   f"interval ({qvt_setting('quic_vs_tcp_resamples'):,} seeded resamples; sql/marts/070_quic_vs_tcp.sql). "
+                   f"interval ({qvt_setting('bootstrap_resamples'):,} seeded resamples; sql/marts/070_quic_vs_tcp.sql). "
                    f"'small sample': fewer than {qvt_setting('quic_vs_tcp_min_queries')} "
                    "queries on either transport, the p99 rests on a handful of queries. tail_loss_rate: the share of the "
                    "queries at or above the p99 carrying a loss signature. fallback_share: QUIC attempts whose session ended on TCP; "
                    "mixed_session_share: client sessions that used both.")
 
 
-SUMMARY_UNITS = {"p50_ms": "ms", "p95_ms": "ms", "p99_ms": "ms", "top_tail_delay_ms": "ms",
+SUMMARY_UNITS = {"p50_ms": "ms", "p95_ms": "ms", "p99_ms": "ms", "top_tail_part_share": "percentunit",
                  "lossy_share": "percentunit", "signature_rate": "percentunit"}
-TAIL_UNITS = {"tail_rate": "percentunit", "tail_delay_ms": "ms", "tail_delay_share": "percentunit"}
+TAIL_UNITS = {"tail_rate": "percentunit", "charged_delay_ms": "ms"}
+BUDGET_UNITS = {"tail_share": "percentunit", "mean_per_tail_query_ms": "ms", "p99_ms": "ms", "p99_without_it_ms": "ms"}
+BUDGET_DESCRIPTION = ("Queries at or above the selection's p99: each query's latency is split into disjoint parts that add up "
+                      "to it (the time budget, docs/queries.md), so tail_share is the part's share of the tail's summed "
+                      "latency (<= 100 %, the parts sum to 100 %); mean per tail query; p99 without it = the p99 recomputed "
+                      "with that part removed from every query (what removing the cause would give).")
 PCT_UNITS = {"p50_ms": "ms", "p99_ms": "ms"}
 FLOW_LINK = ("Flow drill-down: packet timeline",
              "/d/tailscope-flow/tailscope-flow-drill-down?var-flow=${__value.raw}&${__url_time_range}")
@@ -401,12 +437,14 @@ GROUP BY 1 ORDER BY 1""", description="Complete queries per bucket, and those a 
 SELECT carrier, quantile_disc(latency_ms, 0.99) AS p99_ms, quantile_disc(latency_ms, 0.5) AS p50_ms
 FROM query_facts WHERE {FILTER}
 GROUP BY carrier ORDER BY p99_ms DESC""", x="carrier"), 10, 9)
-    L.add(table("Which signatures make the p99 tail", tail_attribution_sql(None),
-                description="Queries at or above the selection's p99: the share carrying each signature and the delay "
-                            "charged to it (overlapping retransmissions are each charged: shares can add up to more "
-                            "than 100 %). '(connection setup)' = the handshake first queries waited for; '(none)' = no "
-                            "transport signature (look at the server).",
-                units=TAIL_UNITS, gauges=["tail_rate"]), 14, 9)
+    L.add(table("Where the p99 tail's time went", tail_budget_sql(None), description=BUDGET_DESCRIPTION,
+                units=BUDGET_UNITS, gauges=["tail_share"]), 14, 9)
+    L.add(table("Signatures in the p99 tail", tail_attribution_sql(None),
+                description="Queries at or above the selection's p99: the share carrying each signature, and the delay "
+                            "charged to it (secondary: each retransmission's whole wait, overlapping ones each counted, so "
+                            "it can exceed the latency; the time budget beside is what adds up). '(connection setup)' = "
+                            "the handshake first queries waited for; '(none)' = no transport signature.",
+                units=TAIL_UNITS, gauges=["tail_rate"]), 24, 8)
     L.add(table("Sites", summary_sql("site"), units=SUMMARY_UNITS, gauges=["lossy_share"]), 12, 7)
     L.add(table("Network types", summary_sql("network_type"), units=SUMMARY_UNITS, gauges=["lossy_share"]), 12, 7)
     L.add(table("Enrichment coverage", f"""
@@ -436,14 +474,18 @@ GROUP BY 1, 2 ORDER BY 1""", unit="percentunit"), 12, 8)
     L.row("Carriers")
     L.add(table("Carriers", summary_sql("carrier"), units=SUMMARY_UNITS, gauges=["lossy_share", "signature_rate"],
                 links={"carrier": CARRIER_LINK},
-                description="top_tail_signature: the signature charged the most delay in the carrier's p99 tail"), 24, 7)
-    L.add(table("Signatures in each carrier's p99 tail", tail_attribution_sql("carrier"), units=TAIL_UNITS,
-                gauges=["tail_rate", "tail_delay_share"]), 12, 9)
+                description="top_tail_part: the part of the time budget that took the most of the carrier's p99 tail's time"), 24, 7)
+    L.add(table("Where each carrier's p99 tail's time went", tail_budget_sql("carrier"), units=BUDGET_UNITS,
+                gauges=["tail_share"], description=BUDGET_DESCRIPTION), 12, 9)
     L.add(table("Network types per carrier", f"""
 SELECT carrier, network_type, count(*) AS queries,
        quantile_disc(latency_ms, 0.5) AS p50_ms, quantile_disc(latency_ms, 0.99) AS p99_ms
 FROM query_facts WHERE {FILTER}
 GROUP BY ALL ORDER BY carrier, p99_ms DESC""", units=PCT_UNITS), 12, 9)
+    L.add(table("Signatures in each carrier's p99 tail", tail_attribution_sql("carrier"), units=TAIL_UNITS, gauges=["tail_rate"],
+                description="The share of each carrier's p99 tail carrying each signature, and the delay charged to it "
+                            "(secondary: overlapping retransmissions each charged their whole wait, so it can exceed the "
+                            "latency; the time budget above is what adds up)"), 24, 8)
     L.add(table("Worst hexagons on these carriers", f"""
 SELECT carrier, h3_cell, region, count(*) AS queries,
        quantile_disc(latency_ms, 0.5) AS p50_ms, quantile_disc(latency_ms, 0.99) AS p99_ms
@@ -466,10 +508,9 @@ GROUP BY h3_cell, region""", lat="latitude", lng="longitude", color="p99_ms", si
                              "Cell outlines: see dashboards/README.md (GeoJSON layer)."), 14, 12)
     L.add(table("Hexagons", summary_sql("h3_cell", extra=", c.region", extra_group=", any_value(region) AS region"),
                 units=SUMMARY_UNITS, gauges=["lossy_share"], links={"h3_cell": HEXAGON_LINK}), 10, 12)
-    L.row("Which signature explains the p99")
-    L.add(table("Signatures in each hexagon's p99 tail", tail_attribution_sql("h3_cell"), units=TAIL_UNITS,
-                gauges=["tail_rate", "tail_delay_share"],
-                description="Per hexagon: the queries at or above its p99, the share carrying each signature and the delay charged to it"), 14, 10)
+    L.row("Where the p99's time went")
+    L.add(table("Where each hexagon's p99 tail's time went", tail_budget_sql("h3_cell"), units=BUDGET_UNITS,
+                gauges=["tail_share"], description=BUDGET_DESCRIPTION), 14, 10)
     L.add(timeseries("p99 query latency by hexagon", f"""
 SELECT {BUCKET} AS time, h3_cell, quantile_disc(latency_ms, 0.99) AS p99
 FROM query_facts WHERE {FILTER}
@@ -496,8 +537,8 @@ SELECT {BUCKET} AS time, count(s.flow_id) / count(*) AS rate
 FROM query_facts q LEFT JOIN {has} s USING (flow_id, query_index)
 WHERE {FILTER}
 GROUP BY 1 ORDER BY 1""", unit="percentunit"), 12, 8)
-    L.add(timeseries("Delay charged to $signature", f"""
-SELECT {BUCKET} AS time, CAST(sum(s.delay_ns) AS DOUBLE) / 1e6 AS delay_ms
+    L.add(timeseries("Delay charged to $signature (overlapping)", f"""
+SELECT {BUCKET} AS time, CAST(sum(s.delay_ns) AS DOUBLE) / 1e6 AS charged_delay_ms
 FROM query_facts q JOIN {has} s USING (flow_id, query_index)
 WHERE {FILTER}
 GROUP BY 1 ORDER BY 1""", unit="ms"), 12, 8)
@@ -646,6 +687,52 @@ GROUP BY 1, 2 ORDER BY 1""", unit="ms", log=True, description="Per $bucket bucke
                      [*DIMENSION_VARS, BUCKET_VAR], L)
 
 
+WEEK_VAR = var_query("week", "Week", "SELECT DISTINCT week FROM flow_facts ORDER BY 1 DESC", multi=False, include_all=False,
+                     description="ISO week compared with the one before (default: the latest)")
+CHANGE_COLUMNS = """slice, carrier, region, h3_cell, level, queries, queries_prev, value_prev_ms, value_ms, delta_ms,
+       delta_low_ms, delta_high_ms, tail_queries, tail_queries_prev,
+       CASE WHEN beyond_noise THEN 'beyond noise' WHEN enough THEN 'within noise' ELSE 'too few queries' END AS verdict,
+       top_part_label AS part_that_moved_most, top_part_delta_ms AS part_delta_per_tail_query_ms,
+       CASE WHEN top_part_new THEN 'new this week' ELSE '' END AS part_is_new, top_part_added_ms AS part_added_ms"""
+CHANGE_UNITS = {c: "ms" for c in ("value_prev_ms", "value_ms", "delta_ms", "delta_low_ms", "delta_high_ms",
+                                  "part_delta_per_tail_query_ms", "part_added_ms")}
+CHANGE_DESCRIPTION = ("The week's p50/p95/p99 against the week before, per slice (carrier, carrier in a region, hexagon, "
+                      "carrier in a hexagon): delta with its 95 % bootstrap interval (delta_low/high_ms); beyond noise = the "
+                      "interval excludes 0 and both weeks' tails hold enough queries; the part of the time budget whose "
+                      "mean time per tail query moved most the same way (sql/marts/080_what_changed.sql, the question "
+                      "what_changed_slices; the weekly report's summary names the same changes).")
+
+
+def changes() -> dict:
+    L = Layout()
+    L.row("What changed since the week before")
+    L.add(stat("Slices whose p95 or p99 moved beyond noise", """
+SELECT count(DISTINCT (slice, carrier, region, h3_cell)) FILTER (WHERE beyond_noise AND level IN ('p95', 'p99')) AS slices,
+       count(DISTINCT (slice, carrier, region, h3_cell)) AS compared
+FROM what_changed_slices($week)""", description=CHANGE_DESCRIPTION), 8, 4)
+    L.add(stat("All traffic p95 / p99, this week", """
+SELECT quantile_disc(latency_ms, 0.95) AS p95, quantile_disc(latency_ms, 0.99) AS p99 FROM query_facts WHERE week = $week""",
+               unit="ms"), 8, 4)
+    L.add(stat("All traffic p95 / p99, the week before", """
+SELECT quantile_disc(latency_ms, 0.95) AS p95, quantile_disc(latency_ms, 0.99) AS p99 FROM query_facts WHERE week = previous_week($week)""",
+               unit="ms"), 8, 4)
+    L.add(table("p95 and p99 by slice, beyond noise first", f"""
+SELECT {CHANGE_COLUMNS}
+FROM what_changed_slices($week)
+WHERE level IN ('p95', 'p99')
+ORDER BY beyond_noise DESC, abs(coalesce(top_part_added_ms, 0)) DESC, slice, carrier, region, h3_cell, level""",
+                description=CHANGE_DESCRIPTION, units=CHANGE_UNITS), 24, 12)
+    L.add(table("Carriers, p50 / p95 / p99", f"""
+SELECT {CHANGE_COLUMNS}
+FROM what_changed_slices($week)
+WHERE slice = 'carrier'
+ORDER BY carrier, level_ord""", description=CHANGE_DESCRIPTION, units=CHANGE_UNITS, links={"carrier": CARRIER_LINK}), 24, 8)
+    return dashboard("tailscope-changes", "tailscope: what changed",
+                     "Week over week: each slice's p50/p95/p99 change with its bootstrap interval, beyond noise or not, and "
+                     "the part of the time budget that moved it",
+                     [WEEK_VAR], L)
+
+
 DASHBOARDS = {
     "tailscope-overview.json": overview,
     "tailscope-carrier.json": carriers,
@@ -653,6 +740,7 @@ DASHBOARDS = {
     "tailscope-signature.json": signatures,
     "tailscope-flow.json": flow,
     "tailscope-transport.json": transports,
+    "tailscope-changes.json": changes,
 }
 
 

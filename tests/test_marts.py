@@ -175,16 +175,16 @@ def test_signature_mart_equals_tailscope_stats_attribution(con, demo):
         if a["level"] == "all":
             assert m["queries"] == a["queries"] and m["queries_with"] == a["queries_with"]
             assert m["rate"] == pytest.approx(a["share"], abs=1e-6)
-            assert (m["delay_ms"] is None) == (a["delay_ms"] is None)
-            if a["delay_ms"] is not None:
-                assert m["delay_ms"] == pytest.approx(a["delay_ms"], abs=1e-3)
+            assert (m["delay_ms"] is None) == (a["charged_delay_ms"] is None)
+            if a["charged_delay_ms"] is not None:
+                assert m["delay_ms"] == pytest.approx(a["charged_delay_ms"], abs=1e-3)
             for k in ("median_with_ms", "median_without_ms"):
                 assert (m[k] is None and a[k] is None) or m[k] == pytest.approx(a[k], abs=1e-3)
         else:
             assert m["tail_queries"] == a["queries"] and m["tail_with"] == a["queries_with"]
             assert m["p99_ms"] == pytest.approx(a["threshold_ms"], abs=1e-3)
-            if a["delay_ms"] is not None:
-                assert m["tail_delay_ms"] == pytest.approx(a["delay_ms"], abs=1e-3)
+            if a["charged_delay_ms"] is not None:
+                assert m["tail_delay_ms"] == pytest.approx(a["charged_delay_ms"], abs=1e-3)
         checked += 1
     assert checked >= 8
 

@@ -38,6 +38,10 @@ DEFINITIONS = [
     ("delay charged to a signature", r"d\.delay_ns FOR d IN", "sql/marts/015_attribution.sql"),
     ("the tail of a group", r"latency_ns\s*>=", "sql/marts/015_attribution.sql"),
     ("QUIC tail reduction", r"quic_p99_ms\s*/|bootstrap_uniform\(|lowbias32", "sql/marts/070_quic_vs_tcp.sql"),
+    ("a quantile's bootstrap", r"lgamma\(", "sql/marts/070_quic_vs_tcp.sql"),
+    ("the parts of the time budget", r"\(\d+,\s*'spurious_retransmission'", "sql/marts/016_budget.sql"),
+    ("a part's share of a tail", r"UNPIVOT", "sql/marts/016_budget.sql"),
+    ("what changed week over week", r"MACRO what_changed_min_tail|design effect", "sql/marts/080_what_changed.sql"),
     ("loss signature", r"'fast_retransmit',\s*'tlp'", "sql/marts/070_quic_vs_tcp.sql"),
 ]
 
@@ -52,6 +56,21 @@ def test_a_figure_is_defined_in_one_file(figure, pattern, home):
                                       "sql/marts/070_quic_vs_tcp.sql"])
 def test_the_consumers_call_the_attribution_macro(consumer):
     assert "tail_attribution(" in (ROOT / consumer).read_text()
+
+
+@pytest.mark.parametrize("consumer,calls", [
+    ("jobs/analytics/stats.py", ("tail_budget(", "budget_what_if(", "what_changed(")),
+    ("scripts/make-dashboards.py", ("tail_budget(", "budget_what_if(", "what_changed_slices(")),
+    ("jobs/analytics/report.py", ("mart_carrier_budget", "mart_week_budget", "what_changed_slices(")),
+    ("sql/marts/055_budget_marts.sql", ("tail_budget(", "budget_what_if(")),
+    ("sql/marts/070_quic_vs_tcp.sql", ("tail_budget(", "bootstrap_quantile(")),
+    ("sql/marts/080_what_changed.sql", ("tail_budget(", "tail_of(", "bootstrap_quantile(")),
+    ("dashboards/provisioning/alerting/tailscope.yaml", ("what_changed_slices(",)),
+])
+def test_the_consumers_call_the_budget_and_change_macros(consumer, calls):
+    """Where the time went, what if and what changed come from sql/ (016, 080) in every consumer."""
+    text = (ROOT / consumer).read_text()
+    assert all(c in text for c in calls), [c for c in calls if c not in text]
 
 
 @pytest.mark.parametrize("consumer", ["jobs/analytics/stats.py", "jobs/analytics/report.py", "scripts/make-dashboards.py"])
@@ -135,10 +154,28 @@ def test_p99_attribution_is_the_same_everywhere(con, demo):
         m, p = mart[key], panel[key]
         assert s["queries"] == m["tail_queries"] == p["tail_queries"], key
         assert s["queries_with"] == m["tail_with"] == p["tail_with"], key
-        for got in (m["tail_delay_ms"], p["tail_delay_ms"]):
-            assert (got is None) == (s["delay_ms"] is None), key
+        for got in (m["tail_delay_ms"], p["charged_delay_ms"]):
+            assert (got is None) == (s["charged_delay_ms"] is None), key
             if got is not None:
-                assert got == pytest.approx(s["delay_ms"], abs=1e-3), key
+                assert got == pytest.approx(s["charged_delay_ms"], abs=1e-3), key
+
+
+def test_p99_budget_is_the_same_everywhere(con, demo):
+    """Per carrier and part of the p99 tail's time budget: `tailscope stats --by carrier` (table
+    budget, level p99), the carrier budget mart and the carrier dashboard's panel."""
+    stats = {(b["group"], b["part"]): b for b in compute_stats(demo, Slice(week=[WEEK]), by="carrier")["budget"]
+             if b["level"] == "p99" and b["time_ms"]}
+    mart = {(r["carrier"], r["part"]): r for r in rows(con, "SELECT * FROM mart_carrier_budget WHERE week = ? AND level = 'p99' "
+                                                          "AND part_ms > 0", [WEEK])}
+    labels = {r["label"]: r["part"] for r in rows(con, "SELECT part, label FROM budget_parts")}
+    panel = {(r["carrier"], labels[r["part"]]): r for r in rows(con, panel_sql("tailscope-carrier.json",
+                                                                                "Where each carrier's p99 tail's time went"))}
+    assert len(stats) >= 3 and set(stats) == set(mart) == set(panel)
+    for key, s in stats.items():
+        m, p = mart[key], panel[key]
+        assert s["queries"] == m["tail_queries"] == p["tail_queries"], key
+        assert s["share"] == pytest.approx(m["share"], abs=1e-6) and p["tail_share"] == pytest.approx(m["share"], abs=1e-9), key
+        assert p["p99_without_it_ms"] == pytest.approx(m["without_ms"], abs=1e-6), key
 
 
 # ----------------------------------------------------------------------------------------------

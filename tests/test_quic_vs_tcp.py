@@ -118,7 +118,7 @@ def test_latency_and_tail_figures(con, truth, grain):
                 tail = [q for q in qs if q["lat"] >= p99]
                 assert m[f"{proto}_tail_queries"] == len(tail)
                 assert m[f"{proto}_tail_loss_rate"] == pytest.approx(sum(q["loss"] for q in tail) / len(tail))
-                assert m[f"{proto}_tail_loss_delay_share"] == pytest.approx(
+                assert m[f"{proto}_tail_loss_charged_ratio"] == pytest.approx(
                     sum(q["loss_delay"] for q in tail) / sum(q["lat"] for q in tail))
         if by_proto["quic"] and by_proto["tcp"]:
             red = 1 - nearest_rank([q["lat"] for q in by_proto["quic"]], 0.99) / nearest_rank([q["lat"] for q in by_proto["tcp"]], 0.99)

@@ -4,6 +4,7 @@ the HTML is self-contained; and headless Chromium (Debian's chromium, installed 
 scripts/install-report-deps.sh) renders it to a screenshot that is not blank."""
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -24,7 +25,7 @@ from support.png import Image, read_png
 from support import corpus
 from tailscope.cli import main as cli_main
 from tailscope.jobs.analytics.report import SECTIONS
-from tailscope.jobs.analytics.stats import fmt_duration
+from tailscope.jobs.analytics.stats import fmt_duration, fmt_share
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -109,10 +110,9 @@ def test_numbers_are_the_marts(report, con):
         assert f">{c['queries']}<" in cells and f">{fmt_duration(c['p99_ms'])}<" in cells
         if c["p99_ms_prev"] is not None:
             assert f">{fmt_duration(c['p99_ms_prev'])}<" in cells
-        top = rows(con, "SELECT signature FROM mart_carrier_signatures WHERE week = ? AND carrier = ? AND signature <> '(none)' "
-                        "AND tail_with > 0 ORDER BY tail_delay_ms DESC, tail_rate DESC, signature LIMIT 1", [WEEK, c["carrier"]])
-        if top:
-            assert top[0]["signature"] in cells, "the top tail signature is named"
+        top = rows(con, "SELECT label, share FROM mart_carrier_budget WHERE week = ? AND carrier = ? AND level = 'p99' "
+                        "AND part_ms > 0 ORDER BY share DESC, ord LIMIT 1", [WEEK, c["carrier"]])
+        assert top and f"{top[0]['label']} {fmt_share(top[0]['share'])}" in cells, "the part that took most of the tail's time is named"
     # the worst hexagon of the week, all carriers' cells on the map
     worst = rows(con, "SELECT carrier, h3_cell, p99_ms FROM worst_hexagons(?, ?, 1, 1)", [carriers[0]["carrier"], WEEK])
     hexes = section(html_text, "hexagons")
@@ -158,6 +158,27 @@ def test_week_over_week_section(report, con):
     assert "+" in sec and "No flows in" not in sec
     # a carrier missing last week shows without a previous value
     assert re.search(rf"<td>{demo_data.DROPPED}</td><td class=\"num\">\d+</td><td class=\"num\">-</td>", sec)
+
+
+def test_what_changed_section(report, con):
+    """The summary leads with what changed (or says nothing moved beyond noise), and the What
+    changed section lists every carrier's p50/p95/p99 change with its interval from
+    what_changed_slices, the what-if table from the carrier budget mart."""
+    html_text, md = report["html"].read_text(), report["md"].read_text()
+    summary = section(html_text, "summary")
+    first = re.search(r'<ul class="headlines"><li>(.*?)</li>', summary).group(1)
+    assert "beyond noise" in first or re.search(r"p9[59] [+-]", first), first
+    sec = section(html_text, "what-changed")
+    from tailscope.jobs.analytics.stats import fmt_change
+
+    for r in rows(con, "SELECT * FROM what_changed_slices(?) WHERE slice = 'carrier'", [WEEK]):
+        assert html.escape(fmt_change(r)) in sec, (r["carrier"], r["level"], fmt_change(r))
+    saves = rows(con, "SELECT carrier, label, without_ms FROM mart_carrier_budget WHERE week = ? AND level = 'p99' AND saved_ms > 0 "
+                      "ORDER BY saved_ms DESC LIMIT 1", [WEEK])
+    assert saves and html.escape(saves[0]["label"]) in sec and fmt_duration(saves[0]["without_ms"]) in sec
+    assert "What if: each carrier" in sec and "## What changed" in md
+    # the carrier missing last week: its Δ p99 reads 'new', not '-'
+    assert re.search(rf"<tr><td>{demo_data.DROPPED}</td>.*?<td class=\"num\">new</td>", section(html_text, "carriers"))
 
 
 def test_geojson(report, con):

@@ -108,8 +108,10 @@ def nearest_rank(values: list, q: float):
 
 
 def test_every_table_present(tables):
-    assert set(tables) == {"overview", "network", "attribution", "quic_vs_tcp"}
+    assert set(tables) == {"overview", "network", "budget", "what_changed", "attribution", "quic_vs_tcp"}
     assert [r["metric"] for r in tables["network"]] == NETWORK_METRICS
+    assert {r["level"] for r in tables["budget"]} == {"all", "p50", "p95", "p99"}
+    assert {r["level"] for r in tables["what_changed"]} == {"p50", "p95", "p99"}
     assert tables["overview"][0]["flows"] > 0 and tables["attribution"]
     assert {r["level"] for r in tables["attribution"]} == {"all", "p50", "p95", "p99"}
 
@@ -204,7 +206,24 @@ def test_attribution_is_consistent(ds, tables):
     # the delay charged to a signature: the sum of its `delays` entries (independently)
     ((fr,),) = sql(ds, "SELECT sum(d.delay_ns) FROM (SELECT unnest(delays) AS d FROM queries WHERE complete) WHERE d.signature = 'fast_retransmit'")
     (row,) = [r for r in by_level["all"] if r["signature"] == "fast_retransmit"]
-    assert row["delay_ms"] == pytest.approx(fr / 1e6)
+    assert row["charged_delay_ms"] == pytest.approx(fr / 1e6)
+    assert not any("share" in k and k != "share" for r in att for k in r), "no ratio of the overlapping charged delay"
+
+
+def test_budget_adds_up_to_the_latency(ds, tables):
+    """Per level the parts' shares are shares (0..1) summing to 1, and their time sums to the
+    level's latency (independently: the budget columns of the queries table)."""
+    lat = "latency_ns + CASE WHEN query_index = 0 THEN coalesce(setup_ns, 0) ELSE 0 END"
+    by_level = {}
+    for r in tables["budget"]:
+        by_level.setdefault(r["level"], []).append(r)
+    for lv, rows in by_level.items():
+        assert len(rows) == 16 and all(0 <= r["share"] <= 1 for r in rows), lv
+        assert sum(r["share"] for r in rows) == pytest.approx(1, abs=1e-5), lv
+        total = sum(r["time_ms"] for r in rows)
+        t_ns = (rows[0]["threshold_ms"] or 0) * 1e6
+        ((want, n),) = sql(ds, f"SELECT sum({lat}), count(*) FROM queries WHERE complete AND {lat} >= {t_ns} - 0.5")
+        assert total == pytest.approx(want / 1e6, abs=0.01) and rows[0]["queries"] == n, lv
 
 
 # --- slices -------------------------------------------------------------------------------------
@@ -247,7 +266,7 @@ def test_slices(ds, tables):
     assert compute_stats(ds, Slice(carrier=[carrier.upper()]))["overview"][0]["flows"] == n_carrier
     assert compute_stats(ds, Slice(week=[week]))["overview"][0]["flows"] == tables["overview"][0]["flows"]
     empty = compute_stats(ds, Slice(week=["1999-W01"]))
-    assert empty == {"overview": [], "network": [], "attribution": [], "quic_vs_tcp": []}
+    assert empty == {"overview": [], "network": [], "budget": [], "what_changed": [], "attribution": [], "quic_vs_tcp": []}
     both = compute_stats(ds, Slice(carrier=[carrier], hexagon=[cell]))["overview"][0]["flows"]
     assert both <= min(n_cell, n_carrier)
     lte = compute_stats(ds, Slice(network_type=["lte", "4G"]))["overview"][0]["flows"]
@@ -288,7 +307,8 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
 def test_text(ds, capsys):
     code, out, _ = run_cli(capsys, ds)
     assert code == 0
-    for needle in ("RTT p50 / p75 / p95 / p99", "connections with at least one loss", "retransmission delay", "Tail-latency attribution", "(none)"):
+    for needle in ("RTT p50 / p75 / p95 / p99", "connections with at least one loss", "retransmission delay", "Where the time went",
+                   "What changed", "Signatures in the tail", "charged delay (overlapping)", "(none)"):
         assert needle in out
     code, out, _ = run_cli(capsys, ds, "--by", "carrier", "--table", "network")
     assert code == 0 and "Northwind Mobile" in out and "Fabrikam Wireless" in out
@@ -303,13 +323,16 @@ def test_json(ds, capsys, tables):
 def test_csv(ds, capsys, tables):
     code, out, _ = run_cli(capsys, ds, "--format", "csv")
     sections = parse_csv_sections(out)
-    assert code == 0 and set(sections) == {"overview", "network", "attribution", "quic_vs_tcp"}
+    assert code == 0 and set(sections) == {"overview", "network", "budget", "what_changed", "attribution", "quic_vs_tcp"}
     for name, rows in sections.items():
         assert len(rows) == len(tables[name])
         for got, want in zip(rows, tables[name]):
             assert list(got) == list(want)
             for k, v in want.items():
-                assert got[k] == ("" if v is None else str(v)), (name, k)
+                if isinstance(v, list):  # what_changed's parts: JSON in the cell
+                    assert json.loads(got[k]) == json.loads(json.dumps(v)), (name, k)
+                else:
+                    assert got[k] == ("" if v is None else str(v)), (name, k)
     code, out, _ = run_cli(capsys, ds, "--format", "csv", "--table", "network")
     rows = list(csv.DictReader(io.StringIO(out)))
     assert [r["metric"] for r in rows] == NETWORK_METRICS
@@ -319,7 +342,7 @@ def test_markdown(ds, capsys):
     code, out, _ = run_cli(capsys, ds, "--format", "markdown", "--by", "hexagon")
     assert code == 0
     blocks = [b for b in out.split("\n\n") if b.startswith("|")]
-    assert len(blocks) == 4  # overview, network, attribution, quic_vs_tcp
+    assert len(blocks) == 6  # overview, network, budget, what_changed, attribution, quic_vs_tcp
     for block in blocks:
         lines = block.strip().splitlines()
         assert set(lines[1].replace("|", "")) == {"-"}
@@ -357,3 +380,18 @@ def test_runs_without_enrichment_read_together_count_as_unknown(ds, plain, tmp_p
     assert everything["flows"] == 2 * n_plain
     assert everything["flows_carrier_unknown"] == 2 * n_plain - n_known
     assert compute_stats(mixed, Slice(carrier=["unknown"]))["overview"][0]["flows"] == 2 * n_plain - n_known
+
+
+def test_durations_scale_to_their_unit():
+    """µs for LAN and loopback captures (never 'RTT p50 0.0 ms'), ms, s; no exponent form (issue 27)."""
+    from tailscope.jobs.analytics.stats import _fmt_ms_series, fmt_delta, fmt_duration
+
+    assert fmt_duration(0.045) == "45 µs" and fmt_duration(0.0004) == "0.40 µs"
+    assert fmt_duration(3.25) == "3.2 ms" and fmt_duration(456) == "456 ms"
+    assert fmt_duration(1569.185) == "1.6 s" and fmt_duration(1_234_000) == "1,234 s"
+    assert fmt_duration(0) == "0 ms" and fmt_duration(None) == "-"
+    assert fmt_delta(380.2) == "+380 ms" and fmt_delta(-0.5) == "-500 µs"
+    assert _fmt_ms_series([0.045, 0.06, 0.2, 0.31], "ms") == "45 / 60 / 200 / 310 µs"
+    assert _fmt_ms_series([40, 150, 1200, 1569], "ms") == "0.04 / 0.15 / 1.2 / 1.6 s"
+    for v in (1e-4, 0.5, 9.99, 999.4, 1e3, 1.2e6, 3.7e9):
+        assert "e+" not in fmt_duration(v) and "e-" not in fmt_duration(v)

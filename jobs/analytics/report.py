@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tailscope.jobs.analytics import report_svg as svg
-from tailscope.jobs.analytics.stats import WEEK_RE, Slice, compute_stats, fmt_duration, fmt_reduction, fmt_share
+from tailscope.jobs.analytics.stats import (WEEK_RE, Slice, compute_stats, fmt_change, fmt_delta, fmt_duration, fmt_part_change,
+                                             fmt_reduction, fmt_share)
 
 SECTIONS = [
     ("summary", "Summary"),
+    ("what-changed", "What changed"),
     ("field-study", "Field-study tables"),
     ("carriers", "p99 by carrier"),
     ("hexagons", "p99 by hexagon"),
@@ -38,9 +40,6 @@ SECTIONS = [
     ("worst-flows", "Worst flows"),
     ("data-quality", "Data quality"),
 ]
-PSEUDO = ("(connection setup)", "(none)")
-
-
 class ReportError(ValueError):
     """A report that cannot be made (the message says why)."""
 
@@ -76,18 +75,88 @@ def _rows(con, sql: str, params=()) -> list[dict]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
-def _top_signatures(rows: list[dict], key: tuple, n: int) -> dict[tuple, list[dict]]:
-    """Per key: the signatures charged the most delay in the tail (pseudo-signature '(none)' left
-    out: it has no delay), heaviest first."""
+def _top_parts(rows: list[dict], key: tuple, n: int) -> dict[tuple, list[dict]]:
+    """Per key: the parts of the time budget that took the most of the tail's time, largest first
+    (parts that took none left out)."""
     out: dict[tuple, list[dict]] = {}
     for r in rows:
-        if r["signature"] == "(none)" or not r["tail_with"]:
+        if not r["part_ms"]:
             continue
         out.setdefault(tuple(r[k] for k in key), []).append(r)
     for k, v in out.items():
-        v.sort(key=lambda r: (-(r["tail_delay_ms"] or 0), -(r["tail_rate"] or 0), r["signature"]))
+        v.sort(key=lambda r: (-(r["share"] or 0), r["ord"]))
         out[k] = v[:n]
     return out
+
+
+# What the summary names (headline_changes): a slice whose p95 or p99 moved beyond noise
+# (what_changed: the 95 % interval excludes 0 and both tails hold enough queries) with a part of
+# the time budget that moved in the same direction. Slices overlap (a carrier holds its regions, a
+# region its hexagons, a hexagon several carriers), so one cause moves several of them: the
+# largest move (the most time its part added over the slice's queries) is named first, by the
+# smallest overlapping slice moved by the same part that holds at least HEADLINE_HOLD of that
+# time (a carrier's policer in one region: the region holds all of it, each of its hexagons a
+# twelfth; a deep queue in one hexagon: the hexagon holds it all, its carrier's region too but
+# is bigger); every other move of that part that such a named slice holds HEADLINE_HOLD of is the
+# same change, not named again.
+HEADLINE_LEVELS = ("p95", "p99")
+HEADLINE_HOLD = 0.5
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return all(a[k] == "*" or b[k] == "*" or a[k] == b[k] for k in ("carrier", "region", "h3_cell"))
+
+
+def _same_cause(a: dict, b: dict) -> bool:
+    return a["top_part"] == b["top_part"] and (a["delta_ms"] > 0) == (b["delta_ms"] > 0) and _overlap(a, b)
+
+
+def _holds(a: dict, b: dict) -> bool:
+    """a holds at least HEADLINE_HOLD of the time b's part added."""
+    return abs(a["top_part_added_ms"] or 0) >= HEADLINE_HOLD * abs(b["top_part_added_ms"] or 0)
+
+
+def headline_changes(rows: list[dict]) -> list[dict]:
+    """The changes the summary names, largest first: what_changed_slices rows (see above), each with
+    `also`, the other moves counted as the same change."""
+    cands: dict[tuple, dict] = {}
+    for r in rows:
+        if r["level"] not in HEADLINE_LEVELS or not r["beyond_noise"] or not r["top_part"]:
+            continue
+        if (r["top_part_delta_ms"] or 0) * (r["delta_ms"] or 0) <= 0:
+            continue  # no part moved the way the percentile did
+        key = (r["slice"], r["carrier"], r["region"], r["h3_cell"])
+        if key not in cands or HEADLINE_LEVELS.index(r["level"]) < HEADLINE_LEVELS.index(cands[key]["level"]):
+            cands[key] = r  # p95 first: the steadier of the two
+    items = sorted(cands.values(), key=lambda r: -abs(r["top_part_added_ms"] or 0))
+    named: list[dict] = []
+    for c in items:
+        if any(_same_cause(n, c) and _holds(n, c) for n in named):
+            continue
+        holding = [s for s in items if (s is c or _same_cause(s, c)) and _holds(s, c)]
+        named.append(min(holding, key=lambda s: (s["queries"], -abs(s["top_part_added_ms"] or 0))))
+    out = []
+    for n in named:
+        also = [c for c in items if c is not n and _same_cause(n, c) and _holds(n, c)
+                and next(m for m in named if _same_cause(m, c) and _holds(m, c)) is n]
+        out.append({**n, "also": also})
+    return out
+
+
+def slice_label(r: dict) -> str:
+    """A what_changed_slices row's slice as people say it: 'Kestrel Mobile, north', 'hexagon
+    871969c9bffffff (south)', 'Heron Telecom, hexagon 871969c9bffffff (south)'."""
+    return {"carrier": lambda: r["carrier"], "carrier_region": lambda: f"{r['carrier']}, {r['region']}",
+            "hexagon": lambda: f"hexagon {r['h3_cell']} ({r['region']})",
+            "carrier_hexagon": lambda: f"{r['carrier']}, hexagon {r['h3_cell']} ({r['region']})"}[r["slice"]]()
+
+
+def change_sentence(r: dict) -> str:
+    """'Kestrel Mobile, north: p95 +380 ms [325 ms, 414 ms] (190 ms → 570 ms), policing throttle +564 ms
+    per tail query, new this week.'"""
+    top = next((x for x in r["parts"] if x["part"] == r["top_part"]), None)
+    return (f"{slice_label(r)}: {r['level']} {fmt_change(r)} ({_ms(r['value_prev_ms'])} → {_ms(r['value_ms'])}), "
+            f"{fmt_part_change(top)}.")
 
 
 def collect(dataset: Path, options: ReportOptions) -> dict:
@@ -144,15 +213,23 @@ def _collect(con, dataset: Path, options: ReportOptions) -> dict:
     d["stats_by_carrier"] = compute_stats(dataset, Slice(week=[week]), by="carrier") if d["has_week"] else None
     d["stats_prev"] = compute_stats(dataset, Slice(week=[prev])) if d["has_previous"] else None
 
-    # carriers: p50/p95/p99, last week's, and the signatures of each carrier's p99 tail
+    # what changed (sql/marts/080_what_changed.sql through the question what_changed_slices): every
+    # slice's p50/p95/p99 against last week with its bootstrap interval and the parts that moved
+    d["changes"] = _rows(con, "SELECT * FROM what_changed_slices(?) ORDER BY slice, carrier, region, h3_cell, level_ord",
+                         [week]) if d["has_week"] and d["has_previous"] else []
+    d["headline_changes"] = headline_changes(d["changes"])
+    # one colour per part of the time budget in every chart, in budget_parts' order (sql/marts/016_budget.sql)
+    d["part_colors"] = {r["part"]: svg.color_for(r["ord"] - 1) for r in _rows(con, "SELECT ord, part FROM budget_parts")}
+    d["what_changed_settings"] = _rows(con, "SELECT what_changed_min_tail() AS min_tail, bootstrap_resamples() AS resamples")[0]
+
+    # carriers: p50/p95/p99, last week's, and where each carrier's p99 tail's time went (the time
+    # budget, sql/marts/055_budget_marts.sql)
     d["carriers"] = _rows(con, "SELECT * FROM week_over_week('carrier', ?) WHERE queries IS NOT NULL ORDER BY p99_ms DESC NULLS LAST, carrier", [week])
-    sig_cols = ("carrier, h3_cell, signature, queries, queries_with, rate, delay_ms, delay_share, p99_ms, tail_queries, "
-                "tail_with, tail_rate, tail_delay_ms, tail_delay_share, lift, median_with_ms, median_without_ms")
-    carrier_sigs = _rows(con, f"SELECT {sig_cols.replace('h3_cell, ', '')} FROM mart_carrier_signatures WHERE week = ?", [week])
-    d["carrier_signatures"] = carrier_sigs
-    d["carrier_top"] = _top_signatures(carrier_sigs, ("carrier",), options.signatures)
-    d["week_signatures"] = _rows(con, "SELECT * EXCLUDE (period_start) FROM mart_week_signatures WHERE week = ? "
-                                      "ORDER BY tail_delay_ms DESC NULLS LAST, tail_rate DESC", [week])
+    bud_cols = "level, ord, part, label, threshold_ms, tail_queries, tail_latency_ms, part_ms, share, mean_ms, without_ms, saved_ms"
+    carrier_budget = _rows(con, f"SELECT carrier, {bud_cols} FROM mart_carrier_budget WHERE week = ? AND level = 'p99' ORDER BY carrier, ord", [week])
+    d["carrier_budget"] = carrier_budget
+    d["carrier_top"] = _top_parts(carrier_budget, ("carrier",), options.signatures)
+    d["week_budget"] = _rows(con, f"SELECT {bud_cols} FROM mart_week_budget WHERE week = ? ORDER BY level, ord", [week])
 
     # hexagons per carrier, with last week's p99 and the signatures of their tails
     # the path's RTT beside the latency, so a slow path is told from a transport behaviour: the
@@ -171,14 +248,14 @@ def _collect(con, dataset: Path, options: ReportOptions) -> dict:
         ORDER BY w.p99_ms DESC NULLS LAST, w.queries DESC, w.carrier, w.h3_cell""", [week, week, options.min_queries])
     d["hexagons_unknown"] = _rows(con, "SELECT carrier, queries, p99_ms FROM mart_carrier_hexagon WHERE week = ? AND h3_cell = 'unknown' "
                                        "ORDER BY queries DESC", [week])
-    hex_sigs = _rows(con, f"SELECT {sig_cols} FROM mart_carrier_hexagon_signatures WHERE week = ?", [week])
-    d["hexagon_top"] = _top_signatures(hex_sigs, ("carrier", "h3_cell"), options.signatures)
+    hex_budget = _rows(con, f"SELECT carrier, h3_cell, {bud_cols} FROM mart_carrier_hexagon_budget WHERE week = ? AND level = 'p99'", [week])
+    d["hexagon_top"] = _top_parts(hex_budget, ("carrier", "h3_cell"), options.signatures)
 
     # the map: every cell of the week over all carriers
     d["cells"] = _rows(con, "SELECT h3_cell, region, queries, flows, p50_ms, p99_ms, lossy_flow_share, h3_lat, h3_lng, "
                             "h3_boundary_geojson FROM mart_hexagon WHERE week = ? AND h3_cell <> 'unknown' ORDER BY p99_ms DESC NULLS LAST", [week])
-    all_hex_sigs = _rows(con, f"SELECT {sig_cols.replace('carrier, ', '')} FROM mart_hexagon_signatures WHERE week = ?", [week])
-    d["cell_top"] = _top_signatures(all_hex_sigs, ("h3_cell",), 1)
+    cell_budget = _rows(con, f"SELECT h3_cell, {bud_cols} FROM mart_hexagon_budget WHERE week = ? AND level = 'p99'", [week])
+    d["cell_top"] = _top_parts(cell_budget, ("h3_cell",), 1)
 
     # QUIC vs TCP (sql/marts/070_quic_vs_tcp.sql): all traffic, then per carrier, network type and hexagon
     qvt = _rows(con, "SELECT * EXCLUDE (period_start) FROM mart_quic_vs_tcp WHERE week = ? "
@@ -193,8 +270,10 @@ def _collect(con, dataset: Path, options: ReportOptions) -> dict:
     # week over week
     d["wow_hexagons"] = _rows(con, "SELECT * FROM week_over_week('carrier_hexagon', ?) WHERE h3_cell <> 'unknown' "
                                    "AND p99_ms_delta IS NOT NULL ORDER BY abs(p99_ms_delta) DESC LIMIT ?", [week, options.top])
-    d["wow_signatures"] = _rows(con, "SELECT * FROM signature_week_over_week('carrier', ?) WHERE signature <> '(none)' "
-                                     "AND coalesce(tail_delay_ms, 0) + coalesce(tail_delay_ms_prev, 0) > 0 LIMIT ?", [week, options.top])
+    # the parts that moved most in each carrier's p99 tail (what_changed's decomposition)
+    moved = [{"carrier": r["carrier"], **x} for r in d["changes"] if r["slice"] == "carrier" and r["level"] == "p99"
+             for x in r["parts"] if x["mean_ms"] or x["mean_prev_ms"]]
+    d["wow_parts"] = sorted(moved, key=lambda x: -abs(x["delta_ms"]))[: options.top]
 
     # time: p99 per hour over the week, per carrier; latency distribution per carrier
     d["hours"] = _rows(con, "SELECT epoch(hour) AS t, carrier, p50_ms, p99_ms, queries FROM mart_carrier_hour "
@@ -210,6 +289,7 @@ def _collect(con, dataset: Path, options: ReportOptions) -> dict:
         SELECT rank, CAST(flow_id AS VARCHAR) AS flow_id, community_id, strftime(timezone('UTC', start), '%Y-%m-%d %H:%M:%S') AS start_utc,
                protocol, CASE WHEN ? THEN client ELSE client_prefix END AS client, server, carrier, network_type, h3_cell, site, queries, worst_latency_ms, worst_query_index,
                array_to_string(worst_query_signatures, ', ') AS worst_query_signatures, top_signature,
+               worst_query_top_part, worst_query_top_part_ms,
                attributed_delay_ms, retransmissions, array_to_string(flow_signatures, ', ') AS flow_signatures
         FROM worst_flows(?, ?)""", [options.show_clients, week, options.top])
     return d
@@ -227,62 +307,63 @@ def _pct(v) -> str:
     return fmt_share(v)
 
 
-def _delta_ms(v) -> str:
+def _delta_ms(v, prev=True) -> str:
+    """A change in ms; 'new' when there was nothing to compare with (prev is None)."""
+    if prev is None:
+        return "new"
     if v is None:
         return "-"
-    return ("+" if v > 0 else "") + fmt_duration(v) if v else "0 ms"
+    return fmt_delta(v) if v else "0 ms"
 
 
 def _change(cur, prev) -> str:
-    if cur is None or prev in (None, 0):
+    if cur is None:
+        return "-"
+    if prev is None:
+        return "new"
+    if prev == 0:
         return "-"
     c = cur / prev - 1
     return f"{'+' if c >= 0 else ''}{c * 100:.0f} %"
 
 
-def _sig_list(sigs: list[dict]) -> str:
-    """'fast_retransmit 5.9 s (27 % of tail), ...'"""
-    if not sigs:
-        return "none struck the tail"
-    return ", ".join(f"{s['signature']} {_ms(s['tail_delay_ms'])} ({_pct(s['tail_delay_share'])} of the tail's latency, "
-                     f"in {_pct(s['tail_rate'])} of its queries)" for s in sigs)
+def _part_list(parts: list[dict]) -> str:
+    """'policing throttle 612 ms (78 % of the tail's time), transfer at base RTT 98 ms (12 %)'"""
+    if not parts:
+        return "no time recorded"
+    return ", ".join(f"{p['label']} {_ms(p['mean_ms'])} per query ({_pct(p['share'])} of the tail's time)" for p in parts)
 
 
-def _sig_short(sigs: list[dict]) -> str:
-    if not sigs:
+def _part_short(parts: list[dict]) -> str:
+    if not parts:
         return "-"
-    return "; ".join(f"{s['signature']} {_ms(s['tail_delay_ms'])} ({_pct(s['tail_delay_share'])})" for s in sigs)
+    return "; ".join(f"{p['label']} {_pct(p['share'])}" for p in parts)
 
 
 def _headlines(d: dict) -> list[str]:
+    """The summary: first what changed beyond noise and the part that moved it
+    (headline_changes), then the week's totals and where the tail's time went."""
     out = []
     t, tp = d["totals"], d["totals_prev"]
     if not t:
         return [f"No flows in {d['week']}. Weeks in the dataset: {', '.join(d['weeks'][-8:]) or '-'}."]
+    if not d["has_previous"]:
+        out.append(f"No flows in {d['previous_week']}: nothing to compare this week with.")
+    elif d["headline_changes"]:
+        out += [change_sentence(r) for r in d["headline_changes"]]
+    else:
+        out.append(f"No slice's p95 or p99 moved beyond noise against {d['previous_week']} (carriers, carriers by region, "
+                   "hexagons; 95 % bootstrap intervals).")
     line = (f"{t['queries']} complete queries on {t['flows']} connections; query latency p50 {_ms(t['p50_ms'])}, "
             f"p95 {_ms(t['p95_ms'])}, p99 {_ms(t['p99_ms'])}")
     if tp and tp.get("p99_ms"):
         line += f" ({_change(t['p99_ms'], tp['p99_ms'])} p99 against {d['previous_week']})"
     out.append(line + ".")
-    if d["carriers"]:
-        c = d["carriers"][0]
-        top = d["carrier_top"].get((c["carrier"],), [])
-        out.append(f"Worst carrier by p99: {c['carrier']} at {_ms(c['p99_ms'])} over {c['queries']} queries; its tail: {_sig_list(top[:2])}.")
-    if d["hexagons"]:
-        h = d["hexagons"][0]
-        top = d["hexagon_top"].get((h["carrier"], h["h3_cell"]), [])
-        out.append(f"Worst hexagon: {h['h3_cell']} ({h['region'] or 'no region'}) on {h['carrier']}, p99 {_ms(h['p99_ms'])} over "
-                   f"{h['queries']} queries; its tail: {_sig_list(top[:2])}.")
-    ws = [s for s in d["week_signatures"] if s["signature"] not in PSEUDO and s["tail_with"]]
-    if ws:
-        s = ws[0]
-        out.append(f"Across all traffic, the signature charged the most in the p99 tail is {s['signature']}: "
-                   f"{_ms(s['tail_delay_ms'])}, {_pct(s['tail_delay_share'])} of the tail's latency (lift {s['lift']:.1f}×).")
-    none = next((s for s in d["week_signatures"] if s["signature"] == "(none)"), None)
-    if none and none["tail_rate"]:
-        out.append(f"{_pct(none['tail_rate'])} of the p99 tail's queries carried no transport signature "
-                   "(their time went to the path's RTT, the server or the application).")
-    if t and t["queries"] and t["queries"] < 100:
+    tail = sorted([b for b in d["week_budget"] if b["level"] == "p99" and b["part_ms"]], key=lambda b: -(b["share"] or 0))
+    if tail:
+        out.append(f"Where all traffic's p99 tail ({tail[0]['tail_queries']} queries at or above {_ms(tail[0]['threshold_ms'])}) "
+                   f"spent its time: {_part_list(tail[:3])}.")
+    if t["queries"] < 100:
         out.append(f"Caution: {t['queries']} queries is a small sample; percentiles and the p99 tail (a handful of "
                    "queries) are anecdotal.")
     return out
@@ -445,18 +526,47 @@ def render_html(d: dict) -> str:
                             f"{_pct(tp['lossy_flow_share'])} in {prev}" if tp else "")
                      + "</div>")
     headlines = '<ul class="headlines">' + "".join(f"<li>{_e(h)}</li>" for h in _headlines(d)) + "</ul>"
-    ws = [s for s in d["week_signatures"] if s["tail_with"] and s["signature"] != "(none)"]
     chart = ""
-    if ws:
+    levels = [(lv, sorted([b for b in d["week_budget"] if b["level"] == lv], key=lambda b: b["ord"])) for lv in ("all", "p50", "p95", "p99")]
+    levels = [(lv, rows) for lv, rows in levels if rows]
+    if levels:
         chart = _figure(
-            svg.bar_chart([{"label": s["signature"], "value": s["tail_delay_share"] or 0,
-                            "note": f"{_pct(s['tail_rate'])} of tail queries"} for s in ws],
-                          title="Share of the p99 tail's latency charged to each signature",
-                          unit_fmt=lambda v: f"{v * 100:.0f} %"),
-            "All traffic's slowest 1 % of queries: the delay charged to each signature, as a share of their summed latency. "
-            "A retransmission is charged the whole time since its bytes were first sent and overlapping ones are each "
-            "charged: shares can add up to more than 100 %.")
+            svg.stacked_share_bars([{"label": ("all queries" if lv == "all" else f"{lv} tail ({rows[0]['tail_queries']})"),
+                                     "parts": [(b["label"], b["share"] or 0) for b in rows if b["part_ms"]]} for lv, rows in levels],
+                                   title="Where all traffic's time went, by part of the time budget",
+                                   colors={b["label"]: d["part_colors"].get(b["part"]) for _, rows in levels for b in rows}),
+            "Each query's latency is split into disjoint parts that add up to it (docs/queries.md#time-budget); a bar is a "
+            "level's queries (all, or those at or above the p50 / p95 / p99), its segments each part's share of their summed "
+            "latency: they sum to 100 %.")
     parts.append(_cols(headlines, chart) + "</section>")
+
+    # what changed
+    parts.append('<section id="what-changed"><h2>What changed</h2>')
+    if not d["has_previous"]:
+        parts.append(f'<p class="note">No flows in {_e(prev)}: nothing to compare with.</p>')
+    else:
+        parts.append(f'<p class="note">{_e(what_changed_note(d))}</p>')
+        hdr, rows = _changes_table(d)
+        parts.append("<h3>Slices whose p95 or p99 moved beyond noise</h3>"
+                     + (_table_html(hdr, rows, {2, 3, 4, 5}) if rows else f'<p class="note">None: every change is within its interval or rests on too few queries.</p>'))
+        shown = [r for r in d["changes"] if r["slice"] in ("carrier", "carrier_region") and r["level"] == "p95" and r["delta_ms"] is not None]
+        chart = "" if not shown else _figure(
+            svg.interval_chart([{"label": slice_label(r), "value": r["delta_ms"], "low": r["delta_low_ms"], "high": r["delta_high_ms"],
+                                 "dim": not r["enough"], "color": "#b3261e" if r["beyond_noise"] else svg.GREY,
+                                 "note": f"{r['top_part']} {fmt_delta(next((x['delta_ms'] for x in r['parts'] if x['part'] == r['top_part']), None))}"
+                                 if r["beyond_noise"] else ""} for r in shown],
+                               title=f"Change of p95 against {prev}, with 95 % intervals", value_fmt=svg.fmt_ms),
+            "Carriers and carriers by region: the change of each one's p95 query latency, whiskers its 95 % bootstrap interval "
+            "(red: beyond noise, with the part that moved most per tail query; hollow grey: too few queries to tell).")
+        hdr, rows = _what_if_table(d)
+        what_if = ("<h3>What if: each carrier's p99 without one part</h3>"
+                   '<p class="note">The p99 recomputed with one part of the time budget removed from every query\'s latency '
+                   "(the impact of removing that cause; the parts that would save the most, sql budget_what_if).</p>"
+                   + _table_html(hdr, rows, {1, 2, 3, 4}))
+        parts.append(_cols(chart, what_if))
+        hdr, rows = _carrier_changes_table(d)
+        parts.append("<h3>Every carrier, p50 / p95 / p99</h3>" + _table_html(hdr, rows, {2, 3, 4, 5}))
+    parts.append("</section>")
 
     # field-study tables
     parts.append('<section id="field-study"><h2>Field-study tables</h2>')
@@ -480,19 +590,20 @@ def render_html(d: dict) -> str:
             "Nearest-rank p99 of complete queries; a connection's first query includes its setup.")
         stacked = []
         for c in carriers:
-            sigs = [s for s in d["carrier_signatures"] if s["carrier"] == c["carrier"] and s["signature"] != "(none)" and s["tail_delay_share"]]
-            sigs.sort(key=lambda s: -s["tail_delay_share"])
-            stacked.append({"label": c["carrier"], "parts": [(s["signature"], s["tail_delay_share"]) for s in sigs]})
-        made_of = _figure(svg.stacked_share_bars(stacked, title="What each carrier's p99 tail is made of"),
-                          "Per carrier: the share of its p99 tail's latency charged to each signature.")
+            b = sorted([x for x in d["carrier_budget"] if x["carrier"] == c["carrier"] and x["part_ms"]], key=lambda x: x["ord"])
+            stacked.append({"label": c["carrier"], "parts": [(x["label"], x["share"] or 0) for x in b]})
+        made_of = _figure(svg.stacked_share_bars(stacked, title="Where each carrier's p99 tail's time went",
+                                                 colors={x["label"]: d["part_colors"].get(x["part"]) for x in d["carrier_budget"]}),
+                          "Per carrier: the share of its p99 tail's summed latency in each part of the time budget (the parts "
+                          "are disjoint and sum to each query's latency: 100 % per bar).")
         parts.append(_cols(bars, made_of))
         rows = []
         for c in carriers:
             top = d["carrier_top"].get((c["carrier"],), [])
             rows.append([c["carrier"], c["queries"], _rtt(d, (c["carrier"],)), _ms(c["p50_ms"]), _ms(c["p95_ms"]), _ms(c["p99_ms"]),
-                         _ms(c["p99_ms_prev"]), _delta_ms(c["p99_ms_delta"]), _pct(c["lossy_flow_share"]), _sig_short(top)])
+                         _ms(c["p99_ms_prev"]), _delta_ms(c["p99_ms_delta"], c["p99_ms_prev"]), _pct(c["lossy_flow_share"]), _part_short(top)])
         parts.append(_table_html(["carrier", "queries", "RTT p50 / p95", "p50", "p95", "p99", f"p99 {prev}", "Δ p99", "lossy conns",
-                                  "top signatures in the p99 tail: delay charged (share of the tail's latency)"], rows,
+                                  "where the p99 tail's time went: top parts (share of its time)"], rows,
                                  {1, 2, 3, 4, 5, 6, 7, 8}))
         series = {f"{r['carrier']} (n={r['n']})": list(zip(r["q"], d["cdf_points"])) for r in d["cdf"]}
         cdf = _figure(svg.cdf_chart(series, title="Query latency distribution by carrier",
@@ -527,12 +638,12 @@ def render_html(d: dict) -> str:
         for h in hexes:
             top = d["hexagon_top"].get((h["carrier"], h["h3_cell"]), [])
             rows.append([h["carrier"], h["h3_cell"], h["region"] or "-", h["queries"], _rtt(d, (h["carrier"], h["h3_cell"])), _ms(h["p50_ms"]), _ms(h["p99_ms"]),
-                         _ms(h["p99_ms_prev"]), _delta_ms(h["p99_ms_delta"]), _pct(h["lossy_flow_share"]), _sig_short(top)])
+                         _ms(h["p99_ms_prev"]), _delta_ms(h["p99_ms_delta"], h["p99_ms_prev"]), _pct(h["lossy_flow_share"]), _part_short(top)])
         parts.append(f'<p class="note">Carrier × hexagon (H3) with at least {d["options"].min_queries} queries, worst p99 first '
                      f'(the question <code>worst_hexagons(carrier, \'{_e(week)}\', n, min_queries)</code>; '
                      f'<code>p99_explained(cell, carrier, week)</code> breaks one down).</p>')
         parts.append(_table_html(["carrier", "hexagon", "region", "queries", "RTT p50 / p95", "p50", "p99", f"p99 {prev}", "Δ p99",
-                                  "lossy conns", "top signatures in the p99 tail: delay charged (share)"], rows, {3, 4, 5, 6, 7, 8, 9}))
+                                  "lossy conns", "where the p99 tail's time went: top parts (share)"], rows, {3, 4, 5, 6, 7, 8, 9}))
     else:
         parts.append('<p class="note">No located queries this week.</p>')
     if d["hexagons_unknown"]:
@@ -548,14 +659,14 @@ def render_html(d: dict) -> str:
         rings = json.loads(c["h3_boundary_geojson"])["coordinates"] if c["h3_boundary_geojson"] else None
         top = d["cell_top"].get((c["h3_cell"],), [])
         tip = (f"{c['h3_cell']} ({c['region']}): p99 {_ms(c['p99_ms'])}, p50 {_ms(c['p50_ms'])}, {c['queries']} queries"
-               + (f"; tail: {top[0]['signature']} {_ms(top[0]['tail_delay_ms'])}" if top else ""))
+               + (f"; its p99 tail's time: {top[0]['label']} {_pct(top[0]['share'])}" if top else ""))
         cells.append({"cell": c["h3_cell"], "rings": rings, "value": c["p99_ms"], "label": tip, "name": _ms(c["p99_ms"])})
     the_map = _figure(svg.hex_map(cells, title=f"p99 query latency by hexagon, all carriers, {week}"),
                       "Each H3 cell drawn from its boundary, colored by its p99 (log scale, green = lowest, red = highest) "
                       "and labeled with it; hover for the cell, region, query count and its tail's top signature.")
     cell_table = _table_html(["hexagon", "region", "queries", "p50", "p99", "top tail signature"],
                              [[c["h3_cell"], c["region"], c["queries"], _ms(c["p50_ms"]), _ms(c["p99_ms"]),
-                               _sig_short(d["cell_top"].get((c["h3_cell"],), []))] for c in d["cells"][:top_n]], {2, 3, 4}) if d["cells"] else ""
+                               _part_short(d["cell_top"].get((c["h3_cell"],), []))] for c in d["cells"][:top_n]], {2, 3, 4}) if d["cells"] else ""
     parts.append(_cols(the_map, cell_table) + "</section>")
 
     # QUIC vs TCP
@@ -595,11 +706,10 @@ def render_html(d: dict) -> str:
         ["carrier", "hexagon", "p99", f"p99 {prev}", "Δ p99", "change"],
         [[h["carrier"], h["h3_cell"], _ms(h["p99_ms"]), _ms(h["p99_ms_prev"]), _delta_ms(h["p99_ms_delta"]),
           _change(h["p99_ms"], h["p99_ms_prev"])] for h in d["wow_hexagons"]], {2, 3, 4, 5})
-    moved_sig = "<h3>Signatures that moved most in each carrier's p99 tail</h3>" + _table_html(
-        ["carrier", "signature", "tail delay", f"{prev}", "Δ", "tail rate", f"{prev}"],
-        [[s["carrier"], s["signature"], _ms(s["tail_delay_ms"]), _ms(s["tail_delay_ms_prev"]),
-          _delta_ms(s["tail_delay_ms_delta"]), _pct(s["tail_rate"]), _pct(s["tail_rate_prev"])] for s in d["wow_signatures"]],
-        {2, 3, 4, 5, 6})
+    moved_sig = "<h3>Parts that moved most in each carrier's p99 tail</h3>" + _table_html(
+        ["carrier", "part", "per tail query", f"{prev}", "Δ"],
+        [[x["carrier"], x["label"], _ms(x["mean_ms"]), _ms(x["mean_prev_ms"]) if x["mean_prev_ms"] else "-",
+          "new" if x["is_new"] else _delta_ms(x["delta_ms"])] for x in d["wow_parts"]], {2, 3, 4})
     parts.append(_cols(moved_hex, moved_sig) + "</section>")
 
     # worst flows
@@ -608,20 +718,19 @@ def render_html(d: dict) -> str:
                  "the Grafana dashboard <i>tailscope: flow drill-down</i> (variable <code>flow</code>), or "
                  "<code>SELECT * FROM packets WHERE flow_id = &lt;id&gt; ORDER BY ts</code> in <code>tailscope db</code>; "
                  "the Community ID finds the same connection in Zeek, Suricata and Wireshark. "
-                 "<i>Delay charged</i> sums, over all the connection's complete queries, the time each one's signatures "
-                 "cost it (a retransmission is charged the time since its bytes were first sent; overlapping ones are "
-                 "each charged, so it can exceed the latency).</p>")
+                 "<i>Where its time went</i>: the part of the slowest query's time budget that took the most of it.</p>")
     rows = []
     for f in d["worst_flows"]:
         link = _flow_link(d, f["flow_id"])
         fid = (f'<a href="{_e(link)}">{_e(f["flow_id"])}</a>',) if link else f["flow_id"]
         rows.append([f["rank"], fid, f["community_id"], f["start_utc"], f["carrier"], f["h3_cell"], f["network_type"],
-                     _ms(f["worst_latency_ms"]), f["worst_query_signatures"] or "-", _ms(f["attributed_delay_ms"]),
+                     _ms(f["worst_latency_ms"]), f["worst_query_signatures"] or "-",
+                     f"{f['worst_query_top_part']} {_ms(f['worst_query_top_part_ms'])}" if f["worst_query_top_part"] else "-",
                      f["flow_signatures"] or "-", f"{f['client']} → {f['server']}"])
     parts.append('<div class="compact">' + _table_html(
         ["#", "flow_id", "community_id", "start (UTC)", "carrier", "hexagon", "network", "slowest query",
-         "its signatures", "delay charged (all its queries)", "flow signatures",
-         "client → server" if d.get("show_clients") else "client network → server"], rows, {0, 7, 9}) + "</div>")
+         "its signatures", "where its time went (top part)", "flow signatures",
+         "client → server" if d.get("show_clients") else "client network → server"], rows, {0, 7}) + "</div>")
     parts.append("</section>")
 
     # data quality
@@ -732,6 +841,65 @@ def _qvt_note(d: dict) -> str:
                            session_gap_s=settings["session_gap_s"], setup=setup)
 
 
+def what_changed_note(d: dict) -> str:
+    st = d["what_changed_settings"]
+    return (f"{d['week']} against {d['previous_week']}: each slice's percentile this week minus last week's, with its 95 % "
+            f"bootstrap interval ({st['resamples']:,} seeded resamples of each week's queries; sql/marts/080_what_changed.sql). "
+            f"Beyond noise: the interval excludes 0 and both weeks' tails hold at least {st['min_tail']} queries (a p99 needs "
+            f"{st['min_tail'] * 100:,} queries a week, a p95 {st['min_tail'] * 20:,}). The part that moved it: the part of the time "
+            "budget whose mean time per tail query changed most in the same direction; 'new': it took no time in last "
+            "week's tail. Overlapping slices moved by the same part are one change, named by the smallest slice that holds "
+            "most of the time the part added.")
+
+
+def _key(r: dict) -> tuple:
+    return (r["slice"], r["carrier"], r["region"], r["h3_cell"], r["level"])
+
+
+def _changes_table(d: dict) -> tuple[list[str], list[list]]:
+    """Every slice whose p95 or p99 moved beyond noise, the summary's first, with what it was named as."""
+    named = {_key(h): h for h in d["headline_changes"]}
+    part_of = {_key(m): h for h in d["headline_changes"] for m in h["also"]}
+    level_of = {_key(m)[:4]: m["level"] for h in d["headline_changes"] for m in [h, *h["also"]]}
+    rows = []
+    for r in sorted(d["changes"], key=lambda r: (_key(r) not in named, -abs(r["top_part_added_ms"] or 0))):
+        if r["level"] not in ("p95", "p99") or not r["beyond_noise"]:
+            continue
+        top = next((x for x in r["parts"] if x["part"] == r["top_part"]), None)
+        k = _key(r)
+        where = ("named in the summary" if k in named else
+                 f"the change named as {slice_label(part_of[k])}" if k in part_of else
+                 f"the slice counts at its {level_of[k[:4]]}" if k[:4] in level_of else "no part moved with it")
+        rows.append([slice_label(r), r["level"], _ms(r["value_prev_ms"]), _ms(r["value_ms"]), fmt_change(r),
+                     f"{r['tail_queries']} / {r['tail_queries_prev']}", fmt_part_change(top) if top else "-", where])
+    return (["slice", "level", d["previous_week"], d["week"], "change [95% CI]", "tail queries now / before",
+             "part that moved most", "summary"], rows)
+
+
+def _carrier_changes_table(d: dict) -> tuple[list[str], list[list]]:
+    rows = []
+    for r in d["changes"]:
+        if r["slice"] != "carrier":
+            continue
+        top = next((x for x in r["parts"] if x["part"] == r["top_part"]), None)
+        rows.append([r["carrier"], r["level"], _ms(r["value_prev_ms"]), _ms(r["value_ms"]), fmt_change(r),
+                     f"{r['tail_queries']} / {r['tail_queries_prev']}",
+                     "yes" if r["beyond_noise"] else ("no" if r["enough"] else "too few queries"),
+                     fmt_part_change(top) if top and r["delta_ms"] is not None else "-"])
+    return (["carrier", "level", d["previous_week"], d["week"], "change [95% CI]", "tail queries now / before", "beyond noise",
+             "part that moved most"], rows)
+
+
+def _what_if_table(d: dict, n: int = 3) -> tuple[list[str], list[list]]:
+    rows = []
+    for c in d["carriers"]:
+        b = [x for x in d["carrier_budget"] if x["carrier"] == c["carrier"] and x["saved_ms"]]
+        b.sort(key=lambda x: -(x["saved_ms"] or 0))
+        for x in b[:n]:
+            rows.append([c["carrier"], _ms(x["threshold_ms"]), x["label"], _ms(x["without_ms"]), _ms(x["saved_ms"])])
+    return ["carrier", "p99", "without", "p99 without it", "saved"], rows
+
+
 def _pp(v) -> str:
     """A change of a share in percentage points."""
     if v is None:
@@ -774,19 +942,29 @@ def render_markdown(d: dict, html_name: str = "") -> str:
             ["p50 / p95 / p99", f"{_ms(t['p50_ms'])} / {_ms(t['p95_ms'])} / {_ms(t['p99_ms'])}",
              f"{_ms(tp['p50_ms'])} / {_ms(tp['p95_ms'])} / {_ms(tp['p99_ms'])}" if tp else "-"],
             ["lossy TCP connections", _pct(t["lossy_flow_share"]), _pct(tp["lossy_flow_share"]) if tp else "-"]]))
+    out += [f"## {titles['what-changed']}", ""]
+    if not d["has_previous"]:
+        out += [f"No flows in {prev}: nothing to compare with.", ""]
+    else:
+        out += [what_changed_note(d), "", "### Slices whose p95 or p99 moved beyond noise", ""]
+        out.append(_md_table(*_changes_table(d)))
+        out += ["### What if: each carrier's p99 without one part", ""]
+        out.append(_md_table(*_what_if_table(d)))
+        out += ["### Every carrier, p50 / p95 / p99", ""]
+        out.append(_md_table(*_carrier_changes_table(d)))
     out += [f"## {titles['field-study']}", ""]
     headers, rows = _network_table(d)
     out.append(_md_table(headers, rows))
     out += [f"## {titles['carriers']}", ""]
-    out.append(_md_table(["carrier", "queries", "RTT p50 / p95", "p50", "p95", "p99", f"p99 {prev}", "Δ p99", "lossy conns", "top signatures in the p99 tail"],
+    out.append(_md_table(["carrier", "queries", "RTT p50 / p95", "p50", "p95", "p99", f"p99 {prev}", "Δ p99", "lossy conns", "where the p99 tail's time went"],
                          [[c["carrier"], c["queries"], _rtt(d, (c["carrier"],)), _ms(c["p50_ms"]), _ms(c["p95_ms"]), _ms(c["p99_ms"]), _ms(c["p99_ms_prev"]),
-                           _delta_ms(c["p99_ms_delta"]), _pct(c["lossy_flow_share"]), _sig_short(d["carrier_top"].get((c["carrier"],), []))]
+                           _delta_ms(c["p99_ms_delta"], c["p99_ms_prev"]), _pct(c["lossy_flow_share"]), _part_short(d["carrier_top"].get((c["carrier"],), []))]
                           for c in d["carriers"]]))
     out += [f"## {titles['hexagons']}", ""]
-    out.append(_md_table(["carrier", "hexagon", "region", "queries", "RTT p50 / p95", "p50", "p99", f"p99 {prev}", "Δ p99", "top signatures in the p99 tail"],
+    out.append(_md_table(["carrier", "hexagon", "region", "queries", "RTT p50 / p95", "p50", "p99", f"p99 {prev}", "Δ p99", "where the p99 tail's time went"],
                          [[h["carrier"], h["h3_cell"], h["region"] or "-", h["queries"], _rtt(d, (h["carrier"], h["h3_cell"])), _ms(h["p50_ms"]), _ms(h["p99_ms"]),
                            _ms(h["p99_ms_prev"]), _delta_ms(h["p99_ms_delta"]),
-                           _sig_short(d["hexagon_top"].get((h["carrier"], h["h3_cell"]), []))] for h in d["hexagons"][: d["options"].top]]))
+                           _part_short(d["hexagon_top"].get((h["carrier"], h["h3_cell"]), []))] for h in d["hexagons"][: d["options"].top]]))
     out += [f"## {titles['map']}", "", "The map is drawn in the HTML report; the cells, all carriers:", ""]
     out.append(_md_table(["hexagon", "region", "lat, lng", "queries", "p99"],
                          [[c["h3_cell"], c["region"], f"{c['h3_lat']:.4f}, {c['h3_lng']:.4f}" if c["h3_lat"] is not None else "-",
@@ -809,15 +987,18 @@ def render_markdown(d: dict, html_name: str = "") -> str:
     out.append(_md_table(["carrier", "hexagon", "p99", f"p99 {prev}", "Δ p99"],
                          [[h["carrier"], h["h3_cell"], _ms(h["p99_ms"]), _ms(h["p99_ms_prev"]), _delta_ms(h["p99_ms_delta"])]
                           for h in d["wow_hexagons"]]))
-    out += ["### Delay charged to each signature in a carrier's p99 tail", ""]
-    out.append(_md_table(["carrier", "signature", "tail delay", f"tail delay {prev}", "Δ"],
-                         [[s["carrier"], s["signature"], _ms(s["tail_delay_ms"]), _ms(s["tail_delay_ms_prev"]), _delta_ms(s["tail_delay_ms_delta"])]
-                          for s in d["wow_signatures"]]))
+    out += ["### Parts that moved most in each carrier's p99 tail (mean time per tail query)", ""]
+    out.append(_md_table(["carrier", "part", "per tail query", f"{prev}", "Δ"],
+                         [[x["carrier"], x["label"], _ms(x["mean_ms"]), _ms(x["mean_prev_ms"]) if x["mean_prev_ms"] else "-",
+                           "new" if x["is_new"] else _delta_ms(x["delta_ms"])] for x in d["wow_parts"]]))
     out += [f"## {titles['worst-flows']}", "",
             "Drill down: Grafana *tailscope: flow drill-down* (variable `flow`), or `SELECT * FROM packets WHERE flow_id = <id> ORDER BY ts`.", ""]
-    out.append(_md_table(["#", "flow_id", "community_id", "start (UTC)", "carrier", "hexagon", "slowest query", "its signatures", "flow signatures"],
+    out.append(_md_table(["#", "flow_id", "community_id", "start (UTC)", "carrier", "hexagon", "slowest query", "its signatures",
+                          "where its time went (top part)", "flow signatures"],
                          [[f["rank"], f"`{f['flow_id']}`", f"`{f['community_id']}`", f["start_utc"], f["carrier"], f["h3_cell"],
-                           _ms(f["worst_latency_ms"]), f["worst_query_signatures"] or "-", f["flow_signatures"] or "-"] for f in d["worst_flows"]]))
+                           _ms(f["worst_latency_ms"]), f["worst_query_signatures"] or "-",
+                           f"{f['worst_query_top_part']} {_ms(f['worst_query_top_part_ms'])}" if f["worst_query_top_part"] else "-",
+                           f["flow_signatures"] or "-"] for f in d["worst_flows"]]))
     out += [f"## {titles['data-quality']}", ""]
     if d["stats"]:
         ov = d["stats"]["overview"][0]
@@ -841,7 +1022,8 @@ def hexagons_geojson(d: dict) -> dict:
             "geometry": json.loads(c["h3_boundary_geojson"]),
             "properties": {"h3_cell": c["h3_cell"], "region": c["region"], "week": d["week"], "queries": c["queries"],
                            "p50_ms": c["p50_ms"], "p99_ms": c["p99_ms"], "lossy_flow_share": c["lossy_flow_share"],
-                           "top_tail_signature": top[0]["signature"] if top else None},
+                           "top_tail_part": top[0]["part"] if top else None,
+                           "top_tail_part_share": top[0]["share"] if top else None},
         })
     return {"type": "FeatureCollection", "features": features}
 

@@ -28,15 +28,14 @@ def color_for(i: int) -> str:
 
 
 def fmt_ms(ms: float | None) -> str:
+    """An axis or tooltip duration (ms in): auto-scaled µs / ms / s as the report's tables."""
     if ms is None:
         return "-"
     if ms == 0:
         return "0"
-    if abs(ms) >= 1000:
-        return f"{ms / 1000:.3g} s"
-    if abs(ms) >= 10:
-        return f"{ms:.0f} ms"
-    return f"{ms:.1f} ms"
+    from tailscope.jobs.analytics.stats import fmt_duration
+
+    return fmt_duration(ms)
 
 
 def heat(t: float) -> str:
@@ -128,10 +127,15 @@ def bar_chart(items: Sequence[dict], *, title: str, unit_fmt=fmt_ms, width: int 
     return _svg(width, height, body, title)
 
 
-def interval_chart(items: Sequence[dict], *, title: str, width: int = 760) -> str:
+def _pct_fmt(v: float) -> str:
+    return f"{v * 100:.0f} %"
+
+
+def interval_chart(items: Sequence[dict], *, title: str, width: int = 760, value_fmt=_pct_fmt) -> str:
     """A dot per item at its value with a whisker over its interval (a forest plot): items are
-    {label, value, low, high, dim (optional: drawn hollow and grey, e.g. a small sample), note};
-    values are fractions, drawn as percent, with the 0 line marked."""
+    {label, value, low, high, dim (optional: drawn hollow and grey, e.g. a small sample), color
+    (optional), note}; values are fractions drawn as percent unless value_fmt says otherwise (e.g.
+    fmt_ms for changes in ms), with the 0 line marked."""
     items = [i for i in items if i.get("value") is not None]
     if not items:
         return empty_chart(title, width)
@@ -149,14 +153,14 @@ def interval_chart(items: Sequence[dict], *, title: str, width: int = 760) -> st
     for t in _nice_ticks(lo, hi, 6):
         stroke = AXIS if t == 0 else GRID
         body.append(f'<line x1="{x(t):.1f}" y1="{top - 4}" x2="{x(t):.1f}" y2="{base_y}" stroke="{stroke}"/>')
-        body.append(f'<text x="{x(t):.1f}" y="{base_y + 14}" font-size="11" text-anchor="middle" fill="{GREY}">{t * 100:.0f} %</text>')
+        body.append(f'<text x="{x(t):.1f}" y="{base_y + 14}" font-size="11" text-anchor="middle" fill="{GREY}">{esc(value_fmt(t))}</text>')
     for n, it in enumerate(items):
         y = top + n * row_h + row_h / 2
         color = GREY if it.get("dim") else it.get("color", PALETTE[0])
         body.append(f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="12" text-anchor="end" fill="{AXIS}">{esc(it["label"])}</text>')
-        tip = f"{it['label']}: {it['value'] * 100:.0f} %"
+        tip = f"{it['label']}: {value_fmt(it['value'])}"
         if it.get("low") is not None and it.get("high") is not None:
-            tip += f" [{it['low'] * 100:.0f} %, {it['high'] * 100:.0f} %]"
+            tip += f" [{value_fmt(it['low'])}, {value_fmt(it['high'])}]"
             body.append(f'<line x1="{x(it["low"]):.1f}" y1="{y:.1f}" x2="{x(it["high"]):.1f}" y2="{y:.1f}" stroke="{color}" stroke-width="2"/>')
             for end in (it["low"], it["high"]):
                 body.append(f'<line x1="{x(end):.1f}" y1="{y - 5:.1f}" x2="{x(end):.1f}" y2="{y + 5:.1f}" stroke="{color}" stroke-width="2"/>')
@@ -168,10 +172,11 @@ def interval_chart(items: Sequence[dict], *, title: str, width: int = 760) -> st
     return _svg(width, height, body, title)
 
 
-def stacked_share_bars(rows: Sequence[dict], *, title: str, width: int = 760) -> str:
+def stacked_share_bars(rows: Sequence[dict], *, title: str, width: int = 760, colors: dict[str, str] | None = None) -> str:
     """One bar per row ({label, parts: [(name, share 0..1)], note}): the shares of a total, e.g. of
-    the p99 tail's latency charged to each signature. Parts may add up to more than 1 (overlapping
-    charges); the bar is then drawn to its sum with the 100 % line marked."""
+    the p99 tail's latency by part of the time budget (they sum to 1). Should parts add up to more
+    than 1, the bar is drawn to its sum with the 100 % line marked. colors: a fixed colour per part
+    name (the same part the same colour in every chart); others from the palette."""
     rows = [r for r in rows if r.get("parts")]
     if not rows:
         return empty_chart(title, width)
@@ -180,9 +185,11 @@ def stacked_share_bars(rows: Sequence[dict], *, title: str, width: int = 760) ->
         for name, _ in r["parts"]:
             if name not in names:
                 names.append(name)
-    colors = {n: color_for(i) for i, n in enumerate(names)}
+    colors = {n: (colors or {}).get(n) or color_for(i) for i, n in enumerate(names)}
     bar_h, gap, left, right, top = 22, 8, 190, 30, 28
-    legend_rows = math.ceil(len(names) / 4)
+    # legend columns as wide as the longest name needs (about 6.5 px a character at 11 px)
+    per_row = max(1, min(4, int((width - 20) // (6.5 * max(len(n) for n in names) + 24))))
+    legend_rows = math.ceil(len(names) / per_row)
     height = top + len(rows) * (bar_h + gap) + 24 + legend_rows * 18 + 8
     smax = max(1.0, max(sum(s for _, s in r["parts"]) for r in rows))
     plot_w = width - left - right
@@ -209,8 +216,8 @@ def stacked_share_bars(rows: Sequence[dict], *, title: str, width: int = 760) ->
             acc += share
     ly = base_y + 30
     for i, name in enumerate(names):
-        lx = left + (i % 4) * ((width - left) / 4)
-        yy = ly + (i // 4) * 18
+        lx = 20 + (i % per_row) * ((width - 20) / per_row)
+        yy = ly + (i // per_row) * 18
         body.append(f'<rect x="{lx:.1f}" y="{yy - 10}" width="12" height="12" fill="{colors[name]}"/>'
                     f'<text x="{lx + 16:.1f}" y="{yy}" font-size="11" fill="{AXIS}">{esc(name)}</text>')
     return _svg(width, int(height), body, title)

@@ -8,9 +8,12 @@ What each number means, exactly, is in docs/stats.md.
     tables = compute_stats(Path("demo-out"), Slice(carrier=["Northwind Mobile"]), by="hexagon")
     print(render(tables, "text"))
 
-``compute_stats`` returns ``{"overview": [...], "network": [...], "attribution": [...],
-"quic_vs_tcp": [...]}``, each a list of dicts (times in milliseconds, shares as fractions 0..1); ``render`` prints them as text,
-CSV, JSON or Markdown.
+``compute_stats`` returns ``{"overview": [...], "network": [...], "budget": [...], "what_changed": [...],
+"attribution": [...], "quic_vs_tcp": [...]}``, each a list of dicts (times in milliseconds, shares as fractions
+0..1); ``render`` prints them as text, CSV, JSON or Markdown. ``budget`` (where the time of each level's
+queries went, by part of the time budget: shares <= 100 %, summing to 100 %) and ``what_changed`` (the
+week's p50/p95/p99 against the week before, with a bootstrap interval, and the parts that moved) are the
+primary figures; ``attribution`` (signatures, with the overlapping "charged delay") is secondary.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-TABLE_NAMES = ("overview", "network", "attribution", "quic_vs_tcp")
+TABLE_NAMES = ("overview", "network", "budget", "what_changed", "attribution", "quic_vs_tcp")
 FORMATS = ("text", "csv", "json", "markdown")
 PERCENTILES = (0.5, 0.75, 0.95, 0.99)
 ATTRIBUTION_LEVELS = (("all", None), ("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
@@ -138,8 +141,9 @@ def _select_flows(con, columns: set[str], slice_: Slice, by: str | None) -> None
             f"the dataset has no enrichment columns for {', '.join(missing)}: analyze it with enrichment "
             "(--prefixes, --asn-db, --sessions, --site) to slice by them"
         )
-    where, params = [], []
+    where, params, dims = [], [], []
     for dim, values in slice_.active().items():
+        dims.append(dim)
         expr = DIMENSIONS[dim]
         if dim == "hexagon":
             values = _expand_hexagons(con, values)
@@ -157,6 +161,13 @@ def _select_flows(con, columns: set[str], slice_: Slice, by: str | None) -> None
     cond = " AND ".join(where) if where else "true"
     con.execute(f"CREATE TEMP TABLE f AS SELECT *, {grp} AS grp FROM flow_facts WHERE {cond}", params)
     con.execute("CREATE TEMP TABLE sel AS SELECT flow_id, any_value(grp) AS grp FROM f GROUP BY flow_id")
+    # what_changed compares a week with the one before: the slice's flows of every week (grouped
+    # as asked, except by week, which is what it compares)
+    keep = [(w, v) for w, v, dim in zip(where, params, dims) if dim != "week"]
+    wcond = " AND ".join(w for w, _ in keep) if keep else "true"
+    wgrp = grp if by != "week" else "'all'"
+    con.execute(f"CREATE TEMP TABLE selw AS SELECT flow_id, any_value({wgrp}) AS grp FROM flow_facts WHERE {wcond} "
+                "GROUP BY flow_id", [v for _, v in keep])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -349,15 +360,93 @@ def _attribution(con, present: dict) -> list[dict]:
                     "share": _share(n_with, n),
                     "median_with_ms": _ms(med_with),
                     "median_without_ms": _ms(med_without),
-                    "delay_ms": _ms(d),
-                    "delay_share": None if d is None else _share(d, sum_lat),
+                    # the overlapping "charged delay" (docs/stats.md): secondary, can exceed the latency
+                    "charged_delay_ms": _ms(d),
                     "_ord": ord_,
                 }
             )
-    out.sort(key=lambda r: (r["group"], r["_ord"], r["signature"] == NONE, -(r["share"] or 0), -(r["delay_ms"] or 0), r["signature"]))
+    out.sort(key=lambda r: (r["group"], r["_ord"], r["signature"] == NONE, -(r["share"] or 0), -(r["charged_delay_ms"] or 0), r["signature"]))
     for r in out:
         del r["_ord"]
     return out
+
+
+def _budget(con, present: dict) -> list[dict]:
+    """sql/'s tail_budget (marts/016_budget.sql) at each level over the slice's complete queries:
+    per group, level and part of the time budget, the part's share of the level's summed latency
+    (<= 1; the parts' shares sum to 1), its mean time per query of the level, and what if: the
+    level's percentile with the part removed from every query (budget_what_if)."""
+    if not present["queries"]:
+        return []
+    con.execute("CREATE TEMP TABLE bq AS SELECT s.grp, q.latency_ns, COLUMNS('^budget_.*_ns$') "
+                "FROM query_facts q JOIN sel s USING (flow_id)")
+    out = []
+    for ord_, (level, p) in enumerate(ATTRIBUTION_LEVELS):
+        what_if = {}
+        if p:
+            what_if = {(g, part): (w, sv) for g, part, w, sv in con.execute(
+                f"SELECT grp, part, without_ns, saved_ns FROM budget_what_if('bq', {p})").fetchall()}
+        rows = con.execute(
+            "SELECT grp, ord, part, label, threshold_ns, tail_queries, tail_latency_ns, part_ns, share, mean_ns, queries_with "
+            f"FROM tail_budget('bq', {p or 0})").fetchall()
+        for grp, pord, part, label, t, n, sum_lat, part_ns, share, mean_ns, n_with in rows:
+            w, saved = what_if.get((grp, part), (None, None))
+            out.append({
+                "group": grp, "level": level, "threshold_ms": _ms(t) if p else None, "queries": n,
+                "part": part, "label": label, "share": None if share is None else round(share, 6),
+                "time_ms": _ms(part_ns), "mean_ms": _ms(mean_ns), "queries_with": n_with,
+                "without_ms": _ms(w), "saved_ms": _ms(saved), "_ord": (ord_, pord),
+            })
+    out.sort(key=lambda r: (str(r["group"]), r["_ord"]))
+    for r in out:
+        del r["_ord"]
+    return out
+
+
+def _what_changed(con, present: dict, slice_: Slice) -> list[dict]:
+    """sql/'s what_changed (marts/080_what_changed.sql) per group: the slice's latest week (or the
+    latest --week given) against the week before: p50/p95/p99, their change with its 95 % bootstrap
+    interval, whether it is beyond noise, and the part of the time budget that moved most."""
+    if not present["queries"]:
+        return []
+    wk = max(slice_.week) if slice_.week else con.execute("SELECT max(week) FROM flow_facts WHERE flow_id IN "
+                                                          "(SELECT flow_id FROM sel)").fetchone()[0]
+    if wk is None:
+        return []
+    con.execute("CREATE TEMP TABLE wq AS SELECT s.grp, q.week, q.flow_id AS cluster, q.latency_ns, COLUMNS('^budget_.*_ns$') "
+                "FROM query_facts q JOIN selw s USING (flow_id)")
+    cur = con.execute("SELECT ? AS week, previous_week(?) AS previous_week, * FROM what_changed('wq', ?) "
+                      "ORDER BY grp, level_ord", [wk, wk, wk])
+    names = ["group" if d[0] == "grp" else d[0] for d in cur.description]
+    out = []
+    for r in cur.fetchall():
+        row = dict(zip(names, r))
+        row.pop("level_ord", None)
+        for k in ("value_ms", "value_prev_ms", "delta_ms", "delta_low_ms", "delta_high_ms", "top_part_delta_ms"):
+            row[k] = None if row[k] is None else round(row[k], 3)
+        row["parts"] = [{**x, "mean_ms": round(x["mean_ms"], 3), "mean_prev_ms": round(x["mean_prev_ms"], 3),
+                         "delta_ms": round(x["delta_ms"], 3)} for x in (row["parts"] or [])]
+        out.append(row)
+    return out
+
+
+def fmt_part_change(part: dict | None, label: str | None = None) -> str:
+    """A part's change per tail query, as people read it: 'policing throttle +412 ms per tail query,
+    new this week'."""
+    if not part:
+        return "-"
+    text = f"{label or part['label']} {fmt_delta(part['delta_ms'])} per tail query"
+    return text + (", new this week" if part.get("is_new") else "")
+
+
+def fmt_change(row: dict) -> str:
+    """A what_changed row's change with its interval: '+380 ms [325 ms, 414 ms]'."""
+    if row.get("delta_ms") is None:
+        return "new" if row.get("value_ms") is not None else "-"
+    text = fmt_delta(row["delta_ms"])
+    if row.get("delta_low_ms") is not None:
+        text += f" [{fmt_delta(row['delta_low_ms'])}, {fmt_delta(row['delta_high_ms'])}]"
+    return text
 
 
 # quic_vs_tcp columns: times rounded to µs as the other tables, shares and the reduction kept whole
@@ -369,11 +458,11 @@ def _quic_vs_tcp(con, present: dict) -> list[dict]:
     """sql/'s quic_vs_tcp macro (marts/070_quic_vs_tcp.sql) over the slice's flows and complete
     queries, per group."""
     if present["queries"]:
-        con.execute("CREATE TEMP TABLE tq AS SELECT s.grp, q.protocol, q.latency_ns, q.setup_ns, q.signatures, q.delays "
-                    "FROM query_facts q JOIN sel s USING (flow_id)")
+        con.execute("CREATE TEMP TABLE tq AS SELECT s.grp, q.protocol, q.latency_ns, q.setup_ns, q.signatures, q.delays, "
+                    "COLUMNS('^budget_.*_ns$') FROM query_facts q JOIN sel s USING (flow_id)")
     else:
-        con.execute("CREATE TEMP TABLE tq AS SELECT grp, protocol, 0::BIGINT AS latency_ns, 0::BIGINT AS setup_ns, "
-                    "[]::VARCHAR[] AS signatures, []::STRUCT(signature VARCHAR, delay_ns BIGINT)[] AS delays FROM f WHERE false")
+        con.execute("CREATE TEMP TABLE tq AS SELECT s.grp, q.protocol, q.latency_ns, q.setup_ns, q.signatures, q.delays, "
+                    "COLUMNS('^budget_.*_ns$') FROM query_facts q JOIN sel s USING (flow_id) WHERE false")
     cur = con.execute("SELECT * FROM quic_vs_tcp('tq', 'f') ORDER BY grp")
     names = ["group" if d[0] == "grp" else d[0] for d in cur.description]
     out = []
@@ -416,6 +505,8 @@ def compute_stats(dataset: Path | str, slice_: Slice | None = None, by: str | No
         return {
             "overview": overview,
             "network": _network(con, present, groups),
+            "budget": _budget(con, present),
+            "what_changed": _what_changed(con, present, slice_),
             "attribution": _attribution(con, present),
             "quic_vs_tcp": _quic_vs_tcp(con, present),
         }
@@ -447,30 +538,52 @@ def slice_values(dataset: Path | str, dims: list[str], limit: int = 20) -> dict[
 # Rendering
 
 
+def _unit(ms: float) -> tuple[str, float]:
+    """The unit a duration of ``ms`` milliseconds reads best in: µs under 1 ms (a LAN or loopback
+    capture), ms under 1 s, s above; and the factor from ms to it."""
+    a = abs(ms)
+    if 0 < a < 1:
+        return "µs", 1000.0
+    if a >= 1000:
+        return "s", 0.001
+    return "ms", 1.0
+
+
+def _num(v: float) -> str:
+    """A number in a duration's unit, to about three significant digits, never in exponent form."""
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a < 10:
+        return f"{v:.2f}" if a < 1 else f"{v:.1f}"
+    return f"{v:,.0f}"
+
+
 def _fmt_ms_series(values: list, unit: str) -> str:
     vals = [v for v in values if v is not None]
     if not vals:
         return "-"
     if unit == "count":
         return " / ".join("-" if v is None else f"{v:g}" for v in values) + ""
-    seconds = vals[0] >= 1000
-    def one(v):
-        if v is None:
-            return "-"
-        if seconds:
-            return f"{v / 1000:.3g}"
-        return f"{v:.1f}" if v < 10 else f"{v:.0f}"
-    return " / ".join(one(v) for v in values) + (" s" if seconds else " ms")
+    name, factor = _unit(max(abs(v) for v in vals) or 0)
+    return " / ".join("-" if v is None else _num(v * factor) for v in values) + f" {name}"
 
 
 def fmt_duration(ms) -> str:
+    """A duration given in ms, in the unit it reads best in (µs, ms, s): '850 µs', '12.5 ms', '1.57 s'."""
     if ms is None:
         return "-"
-    if abs(ms) >= 1000:
-        return f"{ms / 1000:.3g} s"
     if ms == 0:
         return "0 ms"
-    return f"{ms:.1f} ms" if abs(ms) < 10 else f"{ms:.0f} ms"
+    name, factor = _unit(ms)
+    return f"{_num(ms * factor)} {name}"
+
+
+def fmt_delta(ms) -> str:
+    """A signed change of a duration: '+380 ms', '-12.5 ms', '0 ms'."""
+    if ms is None:
+        return "-"
+    return ("+" if ms > 0 else "") + fmt_duration(ms)
 
 
 def fmt_share(x) -> str:
@@ -529,8 +642,43 @@ def _human(tables: dict, dataset: str, slice_desc: str, by: str | None) -> list[
     rows = [[label, *[_network_cell(cells[(g, label)], with_counts=not by) if (g, label) in cells else "-" for g in groups]] for label in labels]
     out.append(("Network metrics (TCP connections; the ride-hailing field study's table)", ["network metric", *(groups if by else ["value"])], rows))
 
+    bud = tables.get("budget", [])
+    headers = (["group"] if by else []) + ["level", "latency ≥", "queries", "part", "share of the time", "mean per query",
+                                           "percentile without it"]
+    rows = []
+    for r in bud:
+        if not r["time_ms"]:
+            continue
+        rows.append(([str(r["group"])] if by else []) + [
+            r["level"], fmt_duration(r["threshold_ms"]) if r["threshold_ms"] is not None else "-", str(r["queries"]),
+            r["part"], fmt_share(r["share"]), fmt_duration(r["mean_ms"]),
+            fmt_duration(r["without_ms"]) if r["level"] != "all" else "-"])
+    out.append((
+        "Where the time went: the time budget of the level's queries (each query's latency split into disjoint parts "
+        "that sum to it; share = the part's time ÷ the level's summed latency, the listed parts sum to 100%, parts not "
+        "listed took no time; percentile without it = the level's percentile with that part removed from every query)",
+        headers, rows))
+
+    wc = tables.get("what_changed", [])
+    headers = (["group"] if by else []) + ["level", "week", "value", "before", "change [95% CI]", "tail queries",
+                                           "beyond noise", "part that moved most"]
+    rows = []
+    for r in wc:
+        top = next((x for x in r["parts"] if x["part"] == r["top_part"]), None)
+        rows.append(([str(r["group"])] if by else []) + [
+            r["level"], f"{r['week']} vs {r['previous_week']}", fmt_duration(r["value_ms"]), fmt_duration(r["value_prev_ms"]),
+            fmt_change(r), f"{r['tail_queries']} / {r['tail_queries_prev']}",
+            "yes" if r["beyond_noise"] else ("no" if r["enough"] else f"small (< {r['min_tail']})"),
+            fmt_part_change(top) if r["delta_ms"] is not None else "-"])
+    out.append((
+        "What changed: the week's percentiles against the week before (95% bootstrap interval of the change; beyond noise = "
+        "the interval excludes 0 and both tails hold enough queries; the part of the time budget whose mean time per "
+        "tail query moved most in the change's direction)",
+        headers, rows))
+
     att = tables["attribution"]
-    headers = (["group"] if by else []) + ["level", "latency ≥", "queries", "signature", "share", "median with", "median without", "delay", "of latency"]
+    headers = (["group"] if by else []) + ["level", "latency ≥", "queries", "signature", "share", "median with", "median without",
+                                           "charged delay (overlapping)"]
     rows = []
     for r in att:
         rows.append(
@@ -543,15 +691,16 @@ def _human(tables: dict, dataset: str, slice_desc: str, by: str | None) -> list[
                 f"{fmt_share(r['share'])} ({r['queries_with']})",
                 fmt_duration(r["median_with_ms"]),
                 fmt_duration(r["median_without_ms"]),
-                fmt_duration(r["delay_ms"]) if r["delay_ms"] is not None else "",
-                fmt_share(r["delay_share"]) if r["delay_share"] is not None else "",
+                fmt_duration(r["charged_delay_ms"]) if r["charged_delay_ms"] is not None else "",
             ]
         )
     out.append(
         (
             (
-                "Tail-latency attribution (complete queries; a first query's latency includes its connection setup; "
-                "level pNN = the queries at or above that percentile)"
+                "Signatures in the tail (complete queries; a first query's latency includes its connection setup; "
+                "level pNN = the queries at or above that percentile; share = of the level's queries carrying it; "
+                "charged delay: each retransmission's whole wait, overlapping ones each counted - it can exceed the "
+                "latency, the time budget above is what adds up)"
             ),
             headers,
             rows,
@@ -612,7 +761,9 @@ def render(tables: dict, fmt: str = "text", *, dataset: str = "", slice_desc: st
             if headers:
                 w.writerow(headers)
                 for r in rows:
-                    w.writerow(["" if r[h] is None else r[h] for h in headers])
+                    # a list (what_changed's parts) as JSON in its cell
+                    w.writerow(["" if r[h] is None else json.dumps(r[h], default=str) if isinstance(r[h], (list, dict)) else r[h]
+                                for h in headers])
         return buf.getvalue()
     human = _human(tables, dataset, slice_desc, by)
     index = {name: i for i, name in enumerate(TABLE_NAMES)}

@@ -14,8 +14,15 @@ tables:
                packets retransmitted, loss rate in lossy connections, connections with at least
                one loss (of those: during establishment / during data), retransmission delay
                p50/75/95/99, retransmissions of one segment p50/75/95/99
+  budget       where the time went: for all queries and those at or above p50/p95/p99 latency,
+               each part of the time budget (connection setup, server, transfer, queueing, loss
+               recovery by cause, policing, ...): its share of the time (<= 100%, summing to
+               100%), its mean per query, and the percentile without it (what if)
+  what_changed the latest week (or --week) against the week before: p50/p95/p99, the change
+               with its 95% bootstrap interval, beyond noise or not, the part that moved most
   attribution  for all queries and those at or above p50/p95/p99 latency: the share carrying
-               each signature, median latency with and without it, the delay it was charged
+               each signature, median latency with and without it, the overlapping delay it was
+               charged (secondary: it can exceed the latency)
   quic_vs_tcp  QUIC and TCP side by side: queries, latency p50/p95/p99, the QUIC tail reduction
                1 - p99(QUIC)/p99(TCP) with its 95% bootstrap interval (small samples flagged),
                loss signatures' share of each p99 tail, handshake RTT, QUIC attempts that ended
@@ -51,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--region", action="append", default=[], metavar="NAME", help="region name")
     p.add_argument("--by", choices=["carrier", "hexagon", "site", "week", "network_type", "region"], help="one column (text) or group (csv/json) per value")
     p.add_argument("--format", "-f", choices=["text", "csv", "json", "markdown"], default="text", help="output format (default: text)")
-    p.add_argument("--table", choices=["overview", "network", "attribution", "quic_vs_tcp"], help="print only this table (csv: plain CSV without the section line)")
+    p.add_argument("--table", choices=["overview", "network", "budget", "what_changed", "attribution", "quic_vs_tcp"], help="print only this table (csv: plain CSV without the section line)")
     p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of standard output")
     p.set_defaults(func=run)
 

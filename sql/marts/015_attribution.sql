@@ -16,6 +16,16 @@ CREATE OR REPLACE MACRO charged_delay(sig, setup_ns, delays) AS
          ELSE coalesce(list_sum([d.delay_ns FOR d IN delays IF d.signature = sig]), 0)
     END;
 
+-- tail_of(src, level): the tail of each group, defined once (the attribution below, the time
+-- budget's marts in 016_budget.sql, what_changed in 080): the rows of the relation named src (a
+-- table, view or CTE of the caller with at least grp and latency_ns) at or above their group's
+-- level percentile, threshold_ns (nearest rank: quantile_disc, an observed latency) added.
+-- level 0 = every row.
+CREATE OR REPLACE MACRO tail_of(src, level) AS TABLE
+WITH q AS (SELECT * FROM query_table(src)),
+lvl AS (SELECT grp, quantile_disc(latency_ns, level) AS threshold_ns FROM q GROUP BY grp)
+SELECT q.*, lvl.threshold_ns FROM q JOIN lvl USING (grp) WHERE q.latency_ns >= lvl.threshold_ns;
+
 -- tail_attribution(src, level): tail-latency attribution (docs/stats.md). src names a relation (table, view, or a CTE of the calling query) of complete queries with the
 -- columns of query_facts: grp (the group a tail is taken in; any type, e.g. a STRUCT of keys),
 -- latency_ns, setup_ns, signatures, delays. level: the percentile the tail starts at (0 = every
@@ -29,17 +39,11 @@ CREATE OR REPLACE MACRO charged_delay(sig, setup_ns, delays) AS
 --   median_with_ns, median_without_ns   median latency of the tail's queries with / without it
 -- Besides charged_signatures, the pseudo-signature '(none)' stands for the queries carrying none.
 CREATE OR REPLACE MACRO tail_attribution(src, level) AS TABLE
-WITH q AS (
-    SELECT grp, latency_ns, setup_ns, delays,
+WITH tail AS (
+    SELECT grp, latency_ns, setup_ns, delays, threshold_ns,
            list_concat(charged_signatures(signatures, setup_ns),
                        CASE WHEN len(signatures) = 0 THEN ['(none)'] ELSE [] END) AS sig_list
-    FROM query_table(src)
-),
-lvl AS (
-    SELECT grp, quantile_disc(latency_ns, level) AS threshold_ns FROM q GROUP BY grp
-),
-tail AS (
-    SELECT q.*, lvl.threshold_ns FROM q JOIN lvl USING (grp) WHERE q.latency_ns >= lvl.threshold_ns
+    FROM tail_of(src, level)
 ),
 tot AS (
     SELECT grp, any_value(threshold_ns) AS threshold_ns, count(*) AS tail_queries, sum(latency_ns) AS tail_latency_ns

@@ -6,6 +6,8 @@
 --   * signatures: what struck while it was open, from `signatures` and `delays` (distinct);
 --   * week / week_start: the ISO week of the query's FLOW start (a slice selects flows; queries
 --     follow their flow), so per-week marts equal `tailscope stats --week`;
+--   * budget_<part>_ns: the time budget (016_budget.sql): disjoint parts summing to latency_ns;
+--     delays / attributed_delay_ns are the older, overlapping "charged delay" (secondary);
 --   * hour: the hour (UTC) of the query's own start, for time series;
 --   * carrier, hexagon, ...: the flow's enrichment ('unknown' when missing).
 CREATE OR REPLACE VIEW query_facts AS
@@ -39,6 +41,8 @@ SELECT
                               [d.signature FOR d IN coalesce(q.delays, [])])) AS signatures,
     coalesce(q.delays, [])                                                AS delays,
     coalesce(q.attributed_delay_ns, 0)                                    AS attributed_delay_ns,
+    -- the time budget: one column per part (016_budget.sql's budget_parts), summing to latency_ns
+    COLUMNS('^budget_.*_ns$'),
     flow.carrier,
     flow.asn,
     flow.network_type,
@@ -66,3 +70,10 @@ SELECT
     q.carrier, q.network_type, q.h3_cell, q.region, q.site
 FROM query_facts q,
      unnest(charged_signatures(q.signatures, q.setup_ns)) AS s(signature);
+
+-- query_budget: one row per (complete query, part of its time budget), every part of budget_parts
+-- in its order (ord), 0 included: part_ns sums to latency_ns over a query's rows.
+CREATE OR REPLACE VIEW query_budget AS
+SELECT flow_id, query_index, community_id, start, week, week_start, hour, latency_ns, ord, part, part_ns,
+       carrier, network_type, h3_cell, region, site
+FROM budget_long('query_facts');

@@ -41,7 +41,8 @@ CREATE OR REPLACE VIEW query_slices AS
 SELECT
     grain, period, period_start, week, carrier, h3_cell, site, network_type,
     region, h3_lat, h3_lng, h3_boundary_geojson,
-    flow_id, query_index, protocol, latency_ns, setup_ns, attributed_delay_ns, signatures, delays
+    flow_id, query_index, protocol, latency_ns, setup_ns, attributed_delay_ns, signatures, delays,
+    COLUMNS('^budget_.*_ns$')
 FROM sliced('query_facts');
 
 CREATE OR REPLACE VIEW flow_slices AS

@@ -5,10 +5,10 @@
 -- one), percentiles nearest-rank (quantile_disc), the p99 tail that of tail_attribution (015).
 
 -- The settings, one place each:
---   resamples   bootstrap resamples of the tail reduction's confidence interval: 2000 puts the
+--   resamples   (bootstrap_resamples) bootstrap resamples of the tail reduction's confidence interval: 2000 puts the
 --               2.5 % and 97.5 % points 50 resamples from the ends (their Monte Carlo error is
 --               well under the interval's width at any sample size)
---   seed        the bootstrap's random numbers are a function of (seed, resample): the same data
+--   seed        (bootstrap_seed) the bootstrap's random numbers are a function of (seed, resample): the same data
 --               give the same interval, on any DuckDB and any number of threads
 --   min_queries a comparison is flagged small_sample when either transport has fewer complete
 --               queries: under 500 the p99 tail holds at most 5 queries (nearest rank, ⌈0.01·n⌉),
@@ -16,8 +16,11 @@
 --   session_gap_ns  a client's connections to one server address form one session while each
 --               starts within 30 s of the session's last activity (quic_fallback's pairing window:
 --               a TCP connection later than that is no longer the same attempt)
-CREATE OR REPLACE MACRO quic_vs_tcp_resamples() AS 2000;
-CREATE OR REPLACE MACRO quic_vs_tcp_seed() AS 20261126;
+CREATE OR REPLACE MACRO bootstrap_resamples() AS 2000;
+CREATE OR REPLACE MACRO bootstrap_seed() AS 20261126;
+-- (every bootstrap of the marts uses those two: the QUIC tail reduction here, what_changed in 080)
+CREATE OR REPLACE MACRO quic_vs_tcp_resamples() AS bootstrap_resamples();
+CREATE OR REPLACE MACRO quic_vs_tcp_seed() AS bootstrap_seed();
 CREATE OR REPLACE MACRO quic_vs_tcp_min_queries() AS 500;
 CREATE OR REPLACE MACRO session_gap_ns() AS 30000000000;
 
@@ -39,6 +42,73 @@ CREATE OR REPLACE MACRO lowbias32(x) AS
 CREATE OR REPLACE MACRO bootstrap_uniform(seed, b, stream) AS
     (lowbias32(lowbias32((CAST(seed AS UBIGINT) * 1000003 + CAST(b AS UBIGINT) * 2 + stream) % 4294967296)) + 0.5)
     / 4294967296.0;
+
+-- bootstrap_quantile(src, resamples, seed): the percentile bootstrap of a nearest-rank quantile,
+-- defined once (quic_vs_tcp below, what_changed in 080_what_changed.sql). src names a relation
+-- with grp (any type), stream (0 or 1: samples resampled independently, e.g. 0 TCP and 1 QUIC, or
+-- 0 last week and 1 this week), level (the quantile), size (how many values a resample draws:
+-- the sample's count n for the plain bootstrap, fewer for an effective sample size, see
+-- what_changed) - level and size constant per grp and stream - and latency_ns. One row per grp,
+-- stream and resample b (0 .. resamples-1): latency_ns = that resample's level quantile.
+--
+-- Each resample's quantile is drawn from its exact distribution instead of materialising the
+-- resample: with a sample's n latencies ranked x_1 <= ... <= x_n, a resample of N draws and
+-- K = ⌈level·N⌉ (the nearest rank quantile_disc takes), a resample's quantile is its K-th smallest
+-- draw, which is at most x_j exactly when at most M = N - K of the N draws rank above j:
+-- P = P(Binomial(N, (n-j)/n) <= M). Each resample's quantile is x_J with J the smallest rank whose
+-- P reaches a uniform number (bootstrap_uniform(seed, b, stream)). That is what resampling N values
+-- and taking the quantile gives, in O(n) work instead of O(resamples·N). Left out, as they change P
+-- by under 1e-12: ranks more than max((3M + 10·sqrt(M+1) + 30)·n/N, reach) below ⌈level·n⌉ or
+-- reach above it (reach = 10·n·sqrt(level·(1-level)/N) + 30: ten spreads of J), and binomial terms
+-- more than 10 standard deviations + 30 below their mean (what keeps a median's bootstrap O(n)).
+CREATE OR REPLACE MACRO bootstrap_quantile(src, resamples, seed) AS TABLE
+WITH ranked AS (
+    SELECT grp, stream, level, size, latency_ns,
+           row_number() OVER (PARTITION BY grp, stream ORDER BY latency_ns) AS j,
+           count(*) OVER (PARTITION BY grp, stream)                         AS n
+    FROM query_table(src)
+),
+sizes AS (
+    SELECT grp, stream, n, big_n, big_n - big_k AS big_m,
+           greatest(1, CAST(ceil(level * n - 1e-9) AS BIGINT))                                   AS k,
+           CAST(ceil(10 * n * sqrt(level * (1 - level) / big_n)) AS BIGINT) + 30                 AS reach
+    FROM (SELECT DISTINCT grp, stream, n, level, big_n,
+                 greatest(1, CAST(ceil(level * big_n - 1e-9) AS BIGINT)) AS big_k
+          FROM (SELECT grp, stream, n, level, greatest(1, least(n, CAST(round(size) AS BIGINT))) AS big_n FROM ranked))
+),
+ranks AS (
+    SELECT grp, stream, n, big_n, big_m,
+           unnest(range(greatest(1, least(n - CAST(ceil((3 * big_m + 30 + ceil(10 * sqrt(big_m + 1))) * n / big_n) AS BIGINT),
+                                          k - reach)),
+                        least(n, k + reach + 1))) AS j
+    FROM sizes
+),
+terms AS (
+    SELECT grp, stream, n, big_n, j,
+           unnest(range(greatest(0, CAST(floor(big_n * (n - j) / n - 10 * sqrt(big_n * (n - j) * j / n / n) - 30) AS BIGINT)),
+                        big_m + 1)) AS i
+    FROM ranks
+),
+cdf AS (
+    SELECT grp, stream, j,
+           sum(exp(lgamma(big_n + 1) - lgamma(i + 1) - lgamma(big_n - i + 1) + i * ln((n - j) / n) + (big_n - i) * ln(j / n))) AS p
+    FROM terms GROUP BY ALL
+    UNION ALL
+    SELECT grp, stream, n AS j, 1.0 AS p FROM sizes
+),
+steps AS (    -- monotone (rounding), one row per distinct level: the ASOF match is then unique
+    SELECT grp, stream, p, min(j) AS j
+    FROM (SELECT grp, stream, j, max(p) OVER (PARTITION BY grp, stream ORDER BY j) AS p FROM cdf)
+    GROUP BY ALL
+),
+draws AS (
+    SELECT s.grp, s.stream, r.b, bootstrap_uniform(seed, r.b, s.stream) AS u
+    FROM sizes s CROSS JOIN range(resamples) AS r(b)
+)
+SELECT d.grp, d.stream, d.b, x.latency_ns
+FROM draws d
+ASOF JOIN steps st ON d.grp = st.grp AND d.stream = st.stream AND d.u <= st.p
+JOIN ranked x ON x.grp = d.grp AND x.stream = d.stream AND x.j = st.j;
 
 -- client_sessions: a client's connections to one server address (QUIC attempts and TCP connections
 -- to web ports, as quic_fallback takes them), split where one starts more than session_gap_ns()
@@ -73,7 +143,8 @@ FROM s
 GROUP BY client_ip, server_ip, session_no;
 
 -- quic_vs_tcp(qsrc, fsrc): QUIC and TCP side by side per group. qsrc names a relation of complete
--- queries with query_facts' columns grp, protocol, latency_ns, signatures, delays; fsrc one of
+-- queries with query_facts' columns grp, protocol, latency_ns, signatures, delays and the
+-- budget_*_ns columns; fsrc one of
 -- flows with flow_facts' grp, flow_id, protocol, handshake_rtt_ms, quic_handshake_rtt_ms (grp: any
 -- type, e.g. a STRUCT of slice keys). One row per group, for each transport (quic_*, tcp_*):
 --   queries, p50_ms / p95_ms / p99_ms      complete queries and their latency percentiles
@@ -81,7 +152,9 @@ GROUP BY client_ip, server_ip, session_no;
 --                                          (TCP: first SYN to the first request byte)
 --   tail_queries, tail_loss_rate           the p99 tail (tail_attribution) and the share of it
 --                                          carrying a loss signature (is_loss_signature)
---   tail_loss_delay_share                  delay charged to loss signatures in the tail ÷ the tail's
+--   tail_loss_share                        the share of the tail's time in the time budget's loss parts
+--                                          (budget_parts.is_loss; <= 1)
+--   tail_loss_charged_ratio                (secondary) delay charged to loss signatures in the tail ÷ the tail's
 --                                          latency (overlapping retransmissions each charged)
 --   flows, handshake_rtt_p50_ms            connections; median handshake RTT at the server (TCP:
 --                                          SYN-ACK to ACK; QUIC: the server's first flight to the
@@ -97,19 +170,12 @@ GROUP BY client_ip, server_ip, session_no;
 --                                          whose session ended on TCP (quic_fallback.ended_on_tcp)
 --   sessions, mixed_sessions, mixed_session_share      client_sessions begun by the group's flows
 --
--- The bootstrap draws each resample's p99 from its exact distribution instead of materialising the
--- resample: with a transport's n latencies ranked x_1 <= ... <= x_n and k = ⌈0.99·n⌉ (the nearest
--- rank quantile_disc takes), a resample's p99 is its k-th smallest draw, which is at most x_j
--- exactly when at most m = n - k of the n draws rank above j: P = P(Binomial(n, (n-j)/n) <= m).
--- Each resample's p99 is x_J with J the smallest rank whose P reaches a uniform number
--- (bootstrap_uniform; stream 0 TCP, 1 QUIC: the two samples are resampled independently). That is
--- what resampling n queries and taking the p99 gives, in O(n) work instead of O(resamples·n). Ranks
--- more than 3m + 10·sqrt(m+1) + 30 below the top are left out: a resample's p99 falls there with a
--- probability under 1e-12.
+-- The interval is bootstrap_quantile's (above) at level 0.99, stream 0 TCP and 1 QUIC: the two
+-- samples are resampled independently; each resample's reduction is 1 - its QUIC p99 / its TCP p99.
 CREATE OR REPLACE MACRO quic_vs_tcp(qsrc, fsrc) AS TABLE
 -- q and f are read several times below: MATERIALIZED reads the sources (views over Parquet) once
 WITH q AS MATERIALIZED (
-    SELECT grp, protocol, latency_ns, setup_ns, signatures, delays
+    SELECT grp, protocol, latency_ns, setup_ns, signatures, delays, COLUMNS('^budget_.*_ns$')
     FROM query_table(qsrc) WHERE protocol IN ('quic', 'tcp')
 ),
 f AS MATERIALIZED (
@@ -145,59 +211,34 @@ tl AS (
            coalesce(max(delay_ns) FILTER (WHERE signature = '(loss)'), 0)              AS tail_loss_delay_ns
     FROM tail_attribution('lq', 0.99) GROUP BY ALL
 ),
+-- the share of each p99 tail's time spent in loss recovery: the time budget's loss parts
+lb AS (
+    SELECT struct_pack(grp := grp, protocol := protocol) AS grp, latency_ns, COLUMNS('^budget_.*_ns$') FROM q
+),
+tlb AS (
+    SELECT grp.grp AS grp, grp.protocol AS protocol, sum(share) FILTER (WHERE part IN (SELECT part FROM budget_parts WHERE is_loss)) AS loss_share
+    FROM tail_budget('lb', 0.99) GROUP BY ALL
+),
 tail AS (
     SELECT grp,
         any_value(tail_queries) FILTER (WHERE protocol = 'quic')                            AS quic_tail_queries,
         any_value(tail_loss_queries / tail_queries) FILTER (WHERE protocol = 'quic')        AS quic_tail_loss_rate,
-        any_value(tail_loss_delay_ns / nullif(tail_latency_ns, 0)) FILTER (WHERE protocol = 'quic') AS quic_tail_loss_delay_share,
+        any_value(tail_loss_delay_ns / nullif(tail_latency_ns, 0)) FILTER (WHERE protocol = 'quic') AS quic_tail_loss_charged_ratio,
         any_value(tail_queries) FILTER (WHERE protocol = 'tcp')                             AS tcp_tail_queries,
         any_value(tail_loss_queries / tail_queries) FILTER (WHERE protocol = 'tcp')         AS tcp_tail_loss_rate,
-        any_value(tail_loss_delay_ns / nullif(tail_latency_ns, 0)) FILTER (WHERE protocol = 'tcp') AS tcp_tail_loss_delay_share
+        any_value(tail_loss_delay_ns / nullif(tail_latency_ns, 0)) FILTER (WHERE protocol = 'tcp') AS tcp_tail_loss_charged_ratio
     FROM tl GROUP BY grp
 ),
--- the bootstrap (see above)
-ranked AS (
-    SELECT grp, protocol, latency_ns,
-           row_number() OVER (PARTITION BY grp, protocol ORDER BY latency_ns) AS j,
-           count(*) OVER (PARTITION BY grp, protocol)                         AS n
-    FROM q
-),
-sizes AS (
-    SELECT DISTINCT grp, protocol, n, n - (99 * n + 99) // 100 AS m FROM ranked
-),
-both_sizes AS (
-    SELECT * FROM sizes WHERE grp IN (SELECT grp FROM sizes GROUP BY grp HAVING count(*) = 2)
-),
-ranks AS (
-    SELECT grp, protocol, n, m,
-           unnest(range(greatest(1, n - (3 * m + 30 + CAST(ceil(10 * sqrt(m + 1)) AS BIGINT))), n)) AS j
-    FROM both_sizes
-),
-terms AS (
-    SELECT grp, protocol, n, j, unnest(range(0, m + 1)) AS i FROM ranks
-),
-cdf AS (
-    SELECT grp, protocol, j,
-           sum(exp(lgamma(n + 1) - lgamma(i + 1) - lgamma(n - i + 1) + i * ln((n - j) / n) + (n - i) * ln(j / n))) AS p
-    FROM terms GROUP BY ALL
-    UNION ALL
-    SELECT grp, protocol, n AS j, 1.0 AS p FROM both_sizes
-),
-steps AS (    -- monotone (rounding), one row per distinct level: the ASOF match is then unique
-    SELECT grp, protocol, p, min(j) AS j
-    FROM (SELECT grp, protocol, j, max(p) OVER (PARTITION BY grp, protocol ORDER BY j) AS p FROM cdf)
-    GROUP BY ALL
-),
-draws AS (
-    SELECT s.grp, s.protocol, r.b,
-           bootstrap_uniform(quic_vs_tcp_seed(), r.b, CASE s.protocol WHEN 'tcp' THEN 0 ELSE 1 END) AS u
-    FROM both_sizes s CROSS JOIN range(quic_vs_tcp_resamples()) AS r(b)
+-- the bootstrap (bootstrap_quantile, above): each transport's queries resampled, stream 0 TCP, 1 QUIC,
+-- in the groups that have both
+bq AS (
+    SELECT grp, CASE protocol WHEN 'tcp' THEN 0 ELSE 1 END AS stream, 0.99 AS level,
+           count(*) OVER (PARTITION BY grp, protocol) AS size, latency_ns
+    FROM q WHERE grp IN (SELECT grp FROM q GROUP BY grp HAVING count(DISTINCT protocol) = 2)
 ),
 picked AS (
-    SELECT d.grp, d.protocol, d.b, x.latency_ns
-    FROM draws d
-    ASOF JOIN steps st ON d.grp = st.grp AND d.protocol = st.protocol AND d.u <= st.p
-    JOIN ranked x ON x.grp = d.grp AND x.protocol = d.protocol AND x.j = st.j
+    SELECT grp, CASE stream WHEN 0 THEN 'tcp' ELSE 'quic' END AS protocol, b, latency_ns
+    FROM bootstrap_quantile('bq', quic_vs_tcp_resamples(), quic_vs_tcp_seed())
 ),
 boot AS (
     SELECT grp, b,
@@ -243,10 +284,12 @@ SELECT
     quic_vs_tcp_min_queries()                                                      AS small_sample_below,
     coalesce(tail.quic_tail_queries, 0)                                            AS quic_tail_queries,
     tail.quic_tail_loss_rate,
-    tail.quic_tail_loss_delay_share,
+    (SELECT loss_share FROM tlb WHERE tlb.grp = k.grp AND tlb.protocol = 'quic')  AS quic_tail_loss_share,
+    tail.quic_tail_loss_charged_ratio,
     coalesce(tail.tcp_tail_queries, 0)                                             AS tcp_tail_queries,
     tail.tcp_tail_loss_rate,
-    tail.tcp_tail_loss_delay_share,
+    (SELECT loss_share FROM tlb WHERE tlb.grp = k.grp AND tlb.protocol = 'tcp')   AS tcp_tail_loss_share,
+    tail.tcp_tail_loss_charged_ratio,
     lat.quic_setup_p50_ms,
     lat.tcp_setup_p50_ms,
     coalesce(fl.quic_flows, 0)                                                     AS quic_flows,
@@ -273,7 +316,7 @@ CREATE OR REPLACE VIEW mart_quic_vs_tcp AS
 WITH qs AS (
     SELECT struct_pack(grain := grain, week := week, period_start := period_start, carrier := carrier,
                        h3_cell := h3_cell, network_type := network_type) AS grp,
-           protocol, latency_ns, setup_ns, signatures, delays
+           protocol, latency_ns, setup_ns, signatures, delays, COLUMNS('^budget_.*_ns$')
     FROM query_slices WHERE grain IN ('week', 'carrier', 'hexagon', 'network_type')
 ),
 fs AS (

@@ -34,7 +34,8 @@ def analyze_demo(out: Path, *inputs: str) -> Path:
 
 def add_previous_week(ds: Path) -> None:
     """Add a synthetic previous week to a dataset: its flows and queries 7 days earlier, under new
-    flow ids, with every latency (and setup, time to first byte) halved, and without DROPPED."""
+    flow ids, with every latency (and setup, time to first byte, time budget part) halved, and
+    without DROPPED."""
     week = pa.scalar(dt.timedelta(days=7), pa.duration("ns"))
     for name in ("flows", "queries"):
         for part in sorted((ds / name).glob("*/*.parquet")):
@@ -49,6 +50,16 @@ def add_previous_week(ds: Path) -> None:
             for c in ("latency_ns", "setup_ns", "ttfb_ns"):
                 if c in t.column_names:
                     cols[c] = pc.divide(t[c], pa.scalar(2, pa.int64()))
+            # the time budget halves with the latency and still adds up to it: the parts halved, the
+            # latency their sum (less the setup a first query's budget includes)
+            parts = [c for c in t.column_names if c.startswith("budget_")]
+            if parts:
+                for c in parts:
+                    cols[c] = pc.divide(t[c], pa.scalar(2, pa.int64()))
+                total = cols[parts[0]]
+                for c in parts[1:]:
+                    total = pc.add(total, cols[c])
+                cols["latency_ns"] = pc.subtract(total, pc.fill_null(cols["setup_ns"], 0))
             for c, v in cols.items():
                 t = t.set_column(t.column_names.index(c), c, v.cast(t.schema.field(c).type))
             day = part.parent.name.split("=", 1)[1]
