@@ -166,7 +166,7 @@ impl Scoreboard {
             self.base = u.seq.wrapping_sub(HALF / 2);
         }
         if !self.ordered || span == 0 || span > MAX_SPAN || !(self.fits(u.seq, span) || self.rebase(u.seq, span)) {
-            self.into_sending_order();
+            self.unorder();
             self.segs.push_back(u);
             return;
         }
@@ -207,7 +207,7 @@ impl Scoreboard {
     }
 
     /// The plain list in sending order, for segments the ordered scoreboard cannot place.
-    fn into_sending_order(&mut self) {
+    fn unorder(&mut self) {
         if self.ordered {
             self.segs.make_contiguous().sort_unstable_by_key(|u| u.idx);
             self.ordered = false;
