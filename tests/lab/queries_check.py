@@ -533,7 +533,7 @@ def attribution(dataset: Path) -> list[dict]:
 def top_contributor(rows: list[dict]) -> tuple[str | None, float]:
     """(signature, delay ms) with the largest delay among signature rows; None when no signature
     was charged a positive delay, or when two share the top."""
-    sigs = sorted(((r["delay_ms"] or 0.0, r["signature"]) for r in rows if r["signature"] not in PSEUDO),
+    sigs = sorted(((r["charged_delay_ms"] or 0.0, r["signature"]) for r in rows if r["signature"] not in PSEUDO),
                   reverse=True)
     if not sigs or sigs[0][0] <= 0 or (len(sigs) > 1 and sigs[1][0] == sigs[0][0]):
         return None, (sigs[0][0] if sigs else 0.0)

@@ -32,6 +32,7 @@ impl TcpState {
         fwd.lastsegmentflags = ta;
         fwd.sack_high =
             s.tcp.sack_blocks().iter().map(|b| b.1).reduce(|a, b| if SeqNumber(b).after(a) { b } else { a });
+        fwd.sacks |= fwd.sack_high.is_some();
     }
 
     /// Drop what this ACK acknowledges from the other side's in-flight list; an exact match that

@@ -73,6 +73,8 @@ pub struct DirSeq {
     /// nothing was in flight; tcp_xmit_retransmit_queue when it resends the head); ACKs that
     /// advance re-arm it too (`last_advance_ts` of the peer).
     pub(super) rto_armed_ts: Option<i64>,
+    /// This direction's ACKs have carried SACK blocks.
+    pub(super) sacks: bool,
     /// Data this direction sends, acked by the other: its RTO estimate and samples.
     pub est: Estimator,
     pub rtt: Samples,
@@ -144,6 +146,7 @@ impl Default for DirSeq {
             sack_high: None,
             last_send_ts: None,
             rto_armed_ts: None,
+            sacks: false,
             est: Estimator::default(),
             rtt: Samples::default(),
             recovery: None,
