@@ -7,7 +7,7 @@ detectors to read the packets as they read real ones:
 - the client: SYN, then its requests one at a time (each in one segment), the next one a think
   time after the previous response arrived whole; it acknowledges every second segment, a lone one
   after 40 ms (delayed ACK), the last of a response at once, and anything out of order at once
-  with SACK blocks (most recent first, RFC 2018); FIN after the last response.
+  with SACK blocks (most recent first, RFC 2018), a duplicate with a D-SACK (RFC 2883); FIN after the last response.
 - the server: answers each request after its server time; Linux-like sender: IW10, slow start,
   congestion avoidance (Reno growth, Cubic's 0.7 back-off and HyStart's delay exit), SACK loss detection (a hole with 3
   segments SACKed above it, RFC 6675), fast recovery holding cwnd at ssthresh, a tail loss probe
@@ -30,6 +30,11 @@ from __future__ import annotations
 
 import heapq
 import struct
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+import pcapgen  # noqa: E402  (the tests' frame helpers: the Internet checksum)
 
 MSS = 1448  # payload per full segment: MSS 1460 less the 12 bytes of the timestamp option
 IW = 10  # initial window, segments (RFC 6928, Linux)
@@ -83,13 +88,6 @@ class DeepQueue:
         return self.backlog / self.rate
 
 
-def _ip_checksum(h: bytes) -> int:
-    s = sum(struct.unpack("!10H", h))
-    s = (s & 0xFFFF) + (s >> 16)
-    s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
-
 class _Seg:
     __slots__ = ("start", "end", "sent", "retx", "sacked", "lost", "out")
 
@@ -128,7 +126,7 @@ def synthesize(rng, *, client: bytes, server: bytes, sport: int, dport: int, sta
         tcp_len = 20 + len(opts)
         total = 20 + tcp_len + plen
         ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, ids[who], 0x4000, ttl, 6, 0, src, dst)
-        ip = ip[:10] + struct.pack("!H", _ip_checksum(ip)) + ip[12:]
+        ip = ip[:10] + struct.pack("!H", pcapgen.checksum(ip)) + ip[12:]
         tcp = struct.pack("!HHIIBBHHH", sp, dp, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, (tcp_len // 4) << 4, flags, win, 0, 0)
         mac = (CLIENT_MAC + SERVER_MAC) if who == "s" else (SERVER_MAC + CLIENT_MAC)
         out.append((round(t * 1e6), mac + b"\x08\x00" + ip + tcp + opts, 14 + total))
@@ -166,7 +164,7 @@ def synthesize(rng, *, client: bytes, server: bytes, sport: int, dport: int, sta
     # ---- server state -----------------------------------------------------------------------
     S = {"una": 0, "nxt": 0, "end": 0, "cwnd": float(IW), "ssthresh": 1e9, "state": "open", "recover": 0,
          "srtt": None, "rttvar": 0.0, "rto": INIT_RTO, "backoff": 1, "gen": 0, "tlp_out": False,
-         "pipe": 0, "nic": 0.0, "last_send": 0.0, "c_tsval": 0, "c_next": 0, "fin_sent": False,
+         "pipe": 0, "nic": 0.0, "last_send": 0.0, "c_tsval": 0, "c_next": 0,
          "resp_ends": [], "timer": None, "nlost": 0, "min_rtt": 1e9}
     segs: list[_Seg] = []  # the server's segments in sequence order (retransmissions reuse theirs)
     first = [0]  # index of the first segment not cumulatively acknowledged
@@ -347,7 +345,7 @@ def synthesize(rng, *, client: bytes, server: bytes, sport: int, dport: int, sta
 
     # ---- client state -----------------------------------------------------------------------
     C = {"rcv": 0, "ooo": [], "unacked": 0, "ts_recent": 0, "gen": 0, "q": 0, "resp_end": None,
-         "nxt": 0, "last_sack": None, "done": False, "waiting": False}
+         "nxt": 0, "last_sack": None, "done": False, "waiting": False, "dsack": None}
 
     def c_tsval(t):
         return ts_c + int(t * 1000)
@@ -362,6 +360,9 @@ def synthesize(rng, *, client: bytes, server: bytes, sport: int, dport: int, sta
                     rest.remove(first_b)
                     rest.insert(0, first_b)
             blocks = rest[:3]
+        if C["dsack"] is not None:  # a duplicate arrived: report it first (D-SACK, RFC 2883)
+            blocks = [C["dsack"]] + blocks[:2]
+            C["dsack"] = None
         opts = struct.pack("!BBBBII", 1, 1, 8, 10, c_tsval(t) & 0xFFFFFFFF, C["ts_recent"] & 0xFFFFFFFF)
         if blocks:
             opts += struct.pack("!BBBB", 1, 1, 5, 2 + 8 * len(blocks)) + b"".join(
@@ -434,6 +435,7 @@ def synthesize(rng, *, client: bytes, server: bytes, sport: int, dport: int, sta
                 C["ts_recent"] = tsval
             if b <= C["rcv"]:
                 immediate = True
+                C["dsack"] = (a, b)
             elif a > C["rcv"]:
                 C["ooo"] = _merge(C["ooo"] + [(a, b)])
                 C["last_sack"] = a

@@ -8,7 +8,7 @@ What it writes under OUT (default demo-week/):
 - captures/edge-ams1/trace-YYYYMMDD.pcap: one file per day for 14 days (2026-W46 and 2026-W47),
   each a rotation file of one capture. Connections start at times drawn from a diurnal load curve
   (busiest around 20:00 UTC, quietest around 04:00), from clients of three carriers (one /16
-  each) in 24 hexagons of two regions, to one server (the lab's address and port).
+  each) in 24 hexagons of two regions (each region's centre busiest: CELL_WEIGHTS), to one server (the lab's address and port).
 - TCP connections are synthesized packet by packet (scripts/demo_tcp.py: handshake, requests,
   ACK-clocked responses, SACK, fast retransmit, tail loss probes, RTOs, as a Linux server and
   client do; headers only). Each draws, for itself alone (PATHS, NETWORK, EXCHANGES below): a base
@@ -29,11 +29,12 @@ What it writes under OUT (default demo-week/):
 - truth.json: what was injected (carrier, region, hexagon, week, parameters, how many
   connections) and the distributions, for tests and for the reader of the report.
 
-The regression: in the second week 70 % of carrier "Kestrel Mobile"'s connections in the north
-region pass a token-bucket policer (rate lognormal around 3 Mbit/s, bucket 16-64 kB) that drops
-what exceeds it, and every connection of "Heron Telecom" in one southern hexagon a deep FIFO
-(6-12 Mbit/s, 800 ms of buffer) that other users' traffic keeps between empty and full; the
-first week has neither. Those slices' p95 and p99 rise beyond their bootstrap intervals, the
+The regression: in the second week 70 % of carrier "Kestrel Mobile"'s TCP connections in the
+north region pass a token-bucket policer (rate lognormal around 3 Mbit/s, bucket 16-64 kB) that
+drops what exceeds it, and every TCP connection of "Heron Telecom" in the busiest southern
+hexagon a deep FIFO (6-12 Mbit/s, 800 ms of buffer) that other users' traffic keeps between empty
+and full; the first week has neither. (Only TCP: the lab's QUIC sessions cannot be re-run through
+them; so the mix of QUIC and TCP stays the same in both weeks.) Those slices' p95 and p99 rise beyond their bootstrap intervals, the
 other slices' stay within theirs, and tailscope's detectors tag policing and bufferbloat there
 (tests/test_demo_week.py).
 
@@ -70,6 +71,7 @@ CARRIERS = [  # name, prefix (a /16: 10.<b>.0.0), asn, share of clients
 REGIONS = {"north": (52.37, 4.90), "south": (51.92, 4.48)}  # two metro areas
 H3_RES = 7
 CELLS_PER_REGION = 12
+CELL_WEIGHTS = [1 / math.sqrt(i + 1) for i in range(CELLS_PER_REGION)]  # the centre busiest (~20 %)
 NETWORK_TYPES = [("LTE", 0.55), ("5G", 0.25), ("Wi-Fi", 0.20)]
 CONNECTIONS_PER_HOUR = 14  # at the daily mean; the curve runs from ~0.3x to ~1.7x
 SERVER, SERVER_PORT = bytes((198, 18, 2, 2)), 8443  # the lab's server: QUIC samples and TCP alike
@@ -94,9 +96,9 @@ EXCHANGES = {  # per connection: 1 + geometric(p) queries (at most 10); per quer
 SYNACK_LOSS = 0.002  # SYN-ACKs lost downstream (the server repeats them after 1 s)
 # The regression of the second week (truth.json): a policer on part of Kestrel Mobile's north
 # subscribers, a deep queue shared with other users in one of Heron Telecom's southern hexagons.
-POLICER = {"carrier": "Kestrel Mobile", "region": "north", "share": 0.7,
-           "rate_mbps_median": 3.0, "rate_sigma": 0.25, "burst_kb": (16, 64)}
-QUEUE = {"carrier": "Heron Telecom", "region": "south", "cell_index": 3, "rate_mbps": (6, 12),
+POLICER = {"carrier": "Kestrel Mobile", "region": "north", "share": 1.0,
+           "rate_mbps_median": 2.0, "rate_sigma": 0.3, "burst_kb": (8, 40)}
+QUEUE = {"carrier": "Heron Telecom", "region": "south", "cell_index": 0, "rate_mbps": (6, 12),
          "buffer_ms": 800, "backlog_ms": (0, 250), "load": (0.75, 1.05)}
 # QUIC (the QUIC lab's samples, split into client sessions): the share of connections that are an
 # HTTP/3-capable app's sessions; of those, the share trying QUIC first (the rest use TLS/TCP);
@@ -235,24 +237,27 @@ def build(out: Path, seed: int = SEED, quiet: bool = False, days: int = DAYS, sc
                 crng = random.Random(rng.getrandbits(64))  # the connection's own draws
                 carrier, b, _, _ = pick(crng, [(c, c[3]) for c in CARRIERS])
                 region = "north" if crng.random() < 0.5 else "south"
-                cell = crng.choice(region_cells[region])
+                cell = crng.choices(region_cells[region], CELL_WEIGHTS)[0]
                 network = pick(crng, NETWORK_TYPES)
                 path = draw_path(crng, carrier, region, network, hour)
                 start = dt.datetime.combine(date, dt.time(hour), dt.timezone.utc) + dt.timedelta(seconds=crng.uniform(0, 3600))
                 t_start = start.timestamp()
+                # an HTTP/3 app's session (the QUIC lab's, re-timed) or a synthesized TCP connection;
+                # the regression meets the TCP connections only (the lab's QUIC sessions cannot be
+                # re-run through a policer or queue), so each week has the same mix of both
+                is_app = len(quic) == len(QUIC_SAMPLES) and crng.random() < APP_SHARE
                 policer = queue = None
-                if second_week and carrier == POLICER["carrier"] and region == POLICER["region"] \
+                if not is_app and second_week and carrier == POLICER["carrier"] and region == POLICER["region"] \
                         and crng.random() < POLICER["share"]:
                     policer = demo_tcp.Policer(lognormal(crng, POLICER["rate_mbps_median"], POLICER["rate_sigma"]) * 1e6 / 8,
                                                crng.randint(*POLICER["burst_kb"]) * 1000)
                     injected["policing"] += 1
-                elif second_week and carrier == QUEUE["carrier"] and cell == hot_cell:
+                elif not is_app and second_week and carrier == QUEUE["carrier"] and cell == hot_cell:
                     rate = crng.uniform(*QUEUE["rate_mbps"]) * 1e6 / 8
                     queue = demo_tcp.DeepQueue(crng, rate, int(rate * QUEUE["buffer_ms"] / 1e3),
                                                rate * crng.uniform(*QUEUE["backlog_ms"]) / 1e3, crng.uniform(*QUEUE["load"]))
                     injected["bufferbloat"] += 1
-                how = None
-                if policer is None and queue is None and len(quic) == len(QUIC_SAMPLES) and crng.random() < APP_SHARE:
+                if is_app:
                     lossy = quic["loss" if crng.random() < LOSSY_SHARE_PER_LOSS * path["loss"] else "clean"]
                     if crng.random() < QUIC_FIRST:
                         how = "fallback" if crng.random() < FALLBACK[carrier] else "quic"

@@ -304,3 +304,48 @@ def test_detectors_find_what_was_injected(demo):
                             "WHERE protocol = 'tcp') GROUP BY 1").fetchall())
     for sig in ("fast_retransmit", "tail_loss", "rto", "synack_loss"):
         assert tags.get(sig, 0) >= 5, (sig, tags)
+
+
+def test_synthesized_connections_read_as_drawn(tmp_path):
+    """scripts/demo_tcp.py's connections, analyzed: the exchanges tailscope finds are those
+    drawn (sizes, count, the handshake RTT; no resend on a loss-free path), and a policer or a
+    deep queue after the capture point is what tailscope's detectors name."""
+    import random
+
+    from support import pcapgen
+
+    spec = importlib.util.spec_from_file_location("demo_tcp", ROOT / "scripts" / "demo_tcp.py")
+    tcp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tcp)
+    rng = random.Random(7)
+    big = [(300, 0.01, 400_000, 0.0), (300, 0.01, 300_000, 0.2), (300, 0.01, 500_000, 0.2)]
+    conns = {  # client address: (path, exchanges)
+        1: ({}, [(300, 0.02, 30_000, 0.0), (500, 0.005, 4_000, 0.3), (200, 0.08, 250_000, 0.1)]),
+        2: ({"policer": tcp.Policer(2e6 / 8, 16_000)}, big),
+        3: ({"queue": tcp.DeepQueue(rng, 8e6 / 8, 800_000, 100_000, 0.95)}, big),
+    }
+    pcap = tmp_path / "synth.pcap"
+    packets = []
+    for n, (extra, queries) in conns.items():
+        packets += tcp.synthesize(rng, client=bytes((10, 41, 0, n)), server=bytes((198, 18, 2, 2)), sport=40000 + n,
+                                  dport=8443, start=1_763_000_000.0 + n, rtt=0.05, jitter=0.0005, loss=0.0,
+                                  rate=40e6 / 8, queries=queries, **extra)
+    packets.sort(key=lambda p: p[0])
+    pcapgen.write_pcap(pcap, [(ts * 1000, data) for ts, data, _ in packets], snaplen=128,
+                       orig_lens=[n for _, _, n in packets])
+    out = tmp_path / "ds"
+    r = subprocess.run([sys.executable, "-m", "tailscope", "analyze", str(pcap), "--out", str(out), "-q"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    con = duckdb.connect(str(db.build(out)), read_only=True)
+    flows = {int(ip.split(".")[-1]): (sigs, hs, retx) for ip, sigs, hs, retx in con.execute(
+        "SELECT client_ip, signatures, handshake_rtt_ms, retransmissions FROM flow_facts").fetchall()}
+    assert sorted(flows) == [1, 2, 3], flows
+    sigs, hs, retx = flows[1]
+    assert abs(hs - 50) < 3 and retx == 0 and not sigs, flows[1]
+    got = con.execute("SELECT request_bytes, response_bytes, latency_ms FROM query_facts q JOIN flow_facts f USING (flow_id) "
+                      "WHERE f.client_ip = '10.41.0.1' ORDER BY q.start").fetchall()
+    assert [(a, b) for a, b, _ in got] == [(q[0], q[2]) for q in conns[1][1]], got
+    assert all(ms >= 50 for _, _, ms in got), got  # at least a round trip each
+    assert "policing" in flows[2][0] and "bufferbloat" not in flows[2][0], flows[2]
+    assert "bufferbloat" in flows[3][0] and "policing" not in flows[3][0], flows[3]
