@@ -694,6 +694,8 @@ CHANGE_COLUMNS = """slice, carrier, region, h3_cell, level, queries, queries_pre
        CASE WHEN beyond_noise THEN 'beyond noise' WHEN enough THEN 'within noise' ELSE 'too few queries' END AS verdict,
        top_part_label AS part_that_moved_most, top_part_delta_ms AS part_delta_per_tail_query_ms,
        CASE WHEN top_part_new THEN 'new this week' ELSE '' END AS part_is_new, top_part_added_ms AS part_added_ms"""
+# the selection: a slice that does not use a dimension ('*') is kept whatever is chosen there
+CHANGE_FILTER = "(carrier = '*' OR carrier IN ($carrier)) AND (h3_cell = '*' OR h3_cell IN ($hexagon))"
 CHANGE_UNITS = {c: "ms" for c in ("value_prev_ms", "value_ms", "delta_ms", "delta_low_ms", "delta_high_ms",
                                   "part_delta_per_tail_query_ms", "part_added_ms")}
 CHANGE_DESCRIPTION = ("The week's p50/p95/p99 against the week before, per slice (carrier, carrier in a region, hexagon, "
@@ -706,31 +708,33 @@ CHANGE_DESCRIPTION = ("The week's p50/p95/p99 against the week before, per slice
 def changes() -> dict:
     L = Layout()
     L.row("What changed since the week before")
-    L.add(stat("Slices whose p95 or p99 moved beyond noise", """
+    L.add(stat("Slices whose p95 or p99 moved beyond noise", f"""
 SELECT count(DISTINCT (slice, carrier, region, h3_cell)) FILTER (WHERE beyond_noise AND level IN ('p95', 'p99')) AS slices,
        count(DISTINCT (slice, carrier, region, h3_cell)) AS compared
-FROM what_changed_slices($week)""", description=CHANGE_DESCRIPTION), 8, 4)
-    L.add(stat("All traffic p95 / p99, this week", """
-SELECT quantile_disc(latency_ms, 0.95) AS p95, quantile_disc(latency_ms, 0.99) AS p99 FROM query_facts WHERE week = $week""",
+FROM what_changed_slices($week) WHERE {CHANGE_FILTER}""", description=CHANGE_DESCRIPTION), 8, 4)
+    L.add(stat("The selection's p95 / p99, this week", """
+SELECT quantile_disc(latency_ms, 0.95) AS p95, quantile_disc(latency_ms, 0.99) AS p99 FROM query_facts WHERE week = $week
+  AND carrier IN ($carrier) AND h3_cell IN ($hexagon) AND site IN ($site) AND network_type IN ($network_type)""",
                unit="ms"), 8, 4)
-    L.add(stat("All traffic p95 / p99, the week before", """
-SELECT quantile_disc(latency_ms, 0.95) AS p95, quantile_disc(latency_ms, 0.99) AS p99 FROM query_facts WHERE week = previous_week($week)""",
-               unit="ms"), 8, 4)
+    L.add(stat("Complete queries: this week / the week before", """
+SELECT count(*) FILTER (WHERE week = $week) AS queries, count(*) FILTER (WHERE week = previous_week($week)) AS queries_before
+FROM query_facts
+WHERE carrier IN ($carrier) AND h3_cell IN ($hexagon) AND site IN ($site) AND network_type IN ($network_type)"""), 8, 4)
     L.add(table("p95 and p99 by slice, beyond noise first", f"""
 SELECT {CHANGE_COLUMNS}
 FROM what_changed_slices($week)
-WHERE level IN ('p95', 'p99')
+WHERE level IN ('p95', 'p99') AND {CHANGE_FILTER}
 ORDER BY beyond_noise DESC, abs(coalesce(top_part_added_ms, 0)) DESC, slice, carrier, region, h3_cell, level""",
                 description=CHANGE_DESCRIPTION, units=CHANGE_UNITS), 24, 12)
     L.add(table("Carriers, p50 / p95 / p99", f"""
 SELECT {CHANGE_COLUMNS}
 FROM what_changed_slices($week)
-WHERE slice = 'carrier'
+WHERE slice = 'carrier' AND {CHANGE_FILTER}
 ORDER BY carrier, level_ord""", description=CHANGE_DESCRIPTION, units=CHANGE_UNITS, links={"carrier": CARRIER_LINK}), 24, 8)
     return dashboard("tailscope-changes", "tailscope: what changed",
                      "Week over week: each slice's p50/p95/p99 change with its bootstrap interval, beyond noise or not, and "
                      "the part of the time budget that moved it",
-                     [WEEK_VAR], L)
+                     [*DIMENSION_VARS, WEEK_VAR], L)
 
 
 DASHBOARDS = {

@@ -212,7 +212,7 @@ def chromium() -> str:
     pytest.fail("chromium is not installed: run scripts/install-report-deps.sh (make system-deps)")
 
 
-def screenshot(page: Path, png: Path, profile: Path, size: str = "1280,5000") -> Image:
+def screenshot(page: Path, png: Path, profile: Path, size: str = "1280,6500") -> Image:
     cmd = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={png}", f"--window-size={size}",
            page.resolve().as_uri()]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
@@ -300,12 +300,12 @@ def test_blankness_measure_and_png_reader():
 
 def test_screenshot_in_headless_chromium(report, tmp_path):
     img = screenshot(report["html"], tmp_path / "report.png", tmp_path / "profile")
-    assert (img.width, img.height) == (1280, 5000)
+    assert (img.width, img.height) == (1280, 6500)
     m = blankness(img)
     assert m["variance"] > 500, f"screenshot looks blank: {m}"
     assert m["off_background"] > 0.03, f"screenshot is almost one color: {m}"
     assert m["blue"] > 500, f"no plot drawn in the screenshot: {m}"
-    # the title band on top, and every section's heading within the 5000 pixels (the page with its QUIC vs TCP section)
+    # the title band on top, and every section's heading within the 6500 pixels (the page with its What changed and QUIC vs TCP sections)
     assert img.pixel(10, 10)[:3] == NAVY
     assert heading_rules(img) == len(SECTIONS), "not every section's heading is in the screenshot"
 

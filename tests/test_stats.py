@@ -395,3 +395,7 @@ def test_durations_scale_to_their_unit():
     assert _fmt_ms_series([40, 150, 1200, 1569], "ms") == "0.04 / 0.15 / 1.2 / 1.6 s"
     for v in (1e-4, 0.5, 9.99, 999.4, 1e3, 1.2e6, 3.7e9):
         assert "e+" not in fmt_duration(v) and "e-" not in fmt_duration(v)
+    from tailscope.jobs.analytics.stats import fmt_change
+
+    assert fmt_change({"delta_ms": 30.2, "delta_low_ms": 0.987, "delta_high_ms": 63.0}) == "+30 ms [+0.99 ms, +63 ms]"
+    assert fmt_change({"delta_ms": None, "value_ms": 5.0}) == "new"

@@ -443,9 +443,16 @@ def fmt_change(row: dict) -> str:
     """A what_changed row's change with its interval: '+380 ms [325 ms, 414 ms]'."""
     if row.get("delta_ms") is None:
         return "new" if row.get("value_ms") is not None else "-"
-    text = fmt_delta(row["delta_ms"])
-    if row.get("delta_low_ms") is not None:
-        text += f" [{fmt_delta(row['delta_low_ms'])}, {fmt_delta(row['delta_high_ms'])}]"
+    vals = [row["delta_ms"]] + ([row["delta_low_ms"], row["delta_high_ms"]] if row.get("delta_low_ms") is not None else [])
+    # the change and its interval in one unit, that of the largest: '+30 ms [+1.0 ms, +63 ms]', not '[+987 µs, ...'
+    name, factor = _unit(max(abs(v) for v in vals) or 0)
+
+    def one(v):
+        return ("+" if v > 0 else "") + _num(v * factor) + f" {name}" if v else f"0 {name}"
+
+    text = one(vals[0])
+    if len(vals) == 3:
+        text += f" [{one(vals[1])}, {one(vals[2])}]"
     return text
 
 
