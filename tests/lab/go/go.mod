@@ -1,0 +1,3 @@
+module tailscope/lab/go
+
+go 1.24
