@@ -345,6 +345,13 @@ const TLS13_ALERT_LEN: usize = 19;
 /// longer than a round trip (`restarts`).
 const CONTROL_MAX: u32 = 64;
 
+/// How soon after the client's ACK completing a response a control record is its reaction to
+/// that response (Go's client sends the connection's WINDOW_UPDATE ~0.1 ms after it, at the
+/// server): beyond the path's minimum RTT plus this, a small record is the client's own next
+/// message. Without it a TLS 1.2 request split 1/n-1 (a 31-byte record, the rest held by Nagle
+/// until the server's delayed ACK 135 ms later: the corpus' tls1.2.pcap) lost its start.
+const CONTROL_REACTION_NS: i64 = 10_000_000;
+
 /// The segment is small and only whole application-data records, as HTTP/2's WINDOW_UPDATE,
 /// SETTINGS ACK, PING and RST_STREAM frames are (`CONTROL_MAX`).
 fn control_record(s: &Seen) -> bool {
@@ -353,7 +360,8 @@ fn control_record(s: &Seen) -> bool {
 }
 
 /// A client burst restarts the open exchange when its request so far was control records
-/// only, unanswered, and the burst comes more than the path's round trip after them (a request's
+/// only, sent as the client read the previous response, unanswered, and the burst comes more
+/// than the path's round trip after them (a request's
 /// segments go out back to back; a control record sent as a response ended - Go's client sends
 /// the connection's WINDOW_UPDATE once it read the body - is followed by the next request only
 /// after the client's pause). A next request within one round trip keeps the earlier start: an
@@ -467,9 +475,11 @@ impl QueryTracker {
         if request_bytes > 0 {
             let responded = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
             if self.current.is_none() || responded {
+                let mut delivered = None;
                 if let Some(q) = self.take_unless_handshake() {
                     let mut q = q;
                     late_ack(&mut q, s);
+                    delivered = q.acked_ns;
                     if settled(&q) {
                         self.ready.push(q);
                     } else {
@@ -497,7 +507,10 @@ impl QueryTracker {
                 }
                 q.charges = std::mem::take(&mut self.pending_setup);
                 q.retransmissions = std::mem::take(&mut self.pending_retransmissions);
-                q.control_only = control;
+                // Only a control record the client sent as it read the previous response (its
+                // ACK completing it just before) may be replaced (`restarts`).
+                q.control_only = control
+                    && delivered.is_some_and(|t| s.ts_ns - t <= s.rtt_min_ns.unwrap_or(0) + CONTROL_REACTION_NS);
                 self.current = Some(q);
             } else if let Some(q) = self.current.as_mut().filter(|q| restarts(q, s)) {
                 // Its request so far was control records the server answered with nothing for

@@ -109,3 +109,24 @@ fn a_server_initial_repeat_the_client_did_not_need_is_no_loss() {
     let rtt = f.column_by_name("quic_handshake_rtt_ns").unwrap().as_primitive::<Int64Type>().value(0);
     assert!((195_000_000..215_000_000).contains(&rtt), "handshake RTT {} ms on a 200 ms path", rtt / 1_000_000);
 }
+
+/// The limit of item 2's rule: a TLS 1.2 request split 1/n-1 (a 31-byte record, then the rest
+/// held by Nagle until the server's delayed ACK 135 ms later) is as small as a control record,
+/// but it came 3 s after the handshake, not as the client read a response: one query holding
+/// both records, from the first.
+#[test]
+fn a_small_first_record_long_after_a_response_is_a_request() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpus/pcaps/tls1.2.pcap");
+    let Ok(bytes) = std::fs::read(path) else {
+        panic!("the public corpus at {path}");
+    };
+    let mut s = Session::new(SessionConfig::default(), "t");
+    let mut cur = s.open_bytes(bytes, "tls1.2").expect("a capture");
+    while !cur.done {
+        s.step(&mut cur, 1000);
+    }
+    s.finish();
+    let q: Vec<_> = s.take_output(true).into_iter().filter_map(|d| d.queries).filter(|q| q.num_rows() > 0).collect();
+    let packets = q[0].column_by_name("request_packets").unwrap().as_primitive::<arrow_array::types::UInt64Type>();
+    assert_eq!((q[0].num_rows(), packets.value(0)), (1, 2));
+}
