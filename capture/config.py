@@ -23,6 +23,8 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 DEFAULT_FILTER = "(tcp or udp) and (port 443 or port 80)"
 # Headers only: Ethernet (14) + QinQ (8) + IPv4 with options (60) + TCP with all options (60) + TLS
 # record header (5) = 147; IPv6 (40) leaves room for extension headers; Linux SLL2 ("any") is 20.
+# It keeps no QUIC SNI/ALPN (an Initial cannot be decrypted cut: 1600 keeps it whole) and a TCP SNI
+# only when the ClientHello's server_name ends early: what each snaplen keeps, docs/queries.md#snaplen.
 DEFAULT_SNAPLEN = 192
 
 

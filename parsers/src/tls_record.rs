@@ -45,8 +45,14 @@ pub struct SegmentRecords {
     pub complete: bool,
     /// The first record is a handshake record holding a ClientHello.
     pub client_hello: bool,
-    /// The first record's body length.
+    /// The first record's body length (0 when the segment is `continued`).
     pub first_length: usize,
+    /// Where the last record listed ends, from the segment's first byte: beyond `seglen` when
+    /// that record continues in the next segments (a ~1.5 kB ClientHello, a large response record).
+    pub end: usize,
+    /// The segment starts inside a record begun in an earlier one: `types[0]` is that record's
+    /// type, known from its header there (see `continuing`).
+    pub continued: bool,
 }
 
 impl SegmentRecords {
@@ -66,12 +72,40 @@ impl SegmentRecords {
             out.types[out.count] = h.content_type;
             out.count += 1;
             at += HEADER_LEN + h.length;
+            out.end = at;
             if at >= seglen {
                 out.complete = at == seglen;
                 break;
             }
         }
         Some(out)
+    }
+
+    /// A segment whose first `body` bytes end a record of type `content_type` whose header an
+    /// earlier segment showed; the records after them walked as `walk` does (their headers are
+    /// read only inside `captured`).
+    pub fn continuing(content_type: u8, body: usize, captured: &[u8], seglen: usize) -> SegmentRecords {
+        let mut out = SegmentRecords { continued: true, end: body, ..SegmentRecords::default() };
+        out.types[0] = content_type;
+        out.count = 1;
+        if body >= seglen {
+            out.complete = body == seglen;
+            return out;
+        }
+        if let Some(rest) = SegmentRecords::walk(captured.get(body..).unwrap_or_default(), seglen - body) {
+            let n = rest.count.min(MAX_RECORDS - 1);
+            out.types[1..=n].copy_from_slice(&rest.types[..n]);
+            out.count += n;
+            out.complete = rest.complete && n == rest.count;
+            out.end = body + rest.end;
+        }
+        out
+    }
+
+    /// The type of the last record listed and where it ends (sequence-relative, from the segment's
+    /// first byte), if it continues beyond the segment's `seglen` bytes.
+    pub fn spill(&self, seglen: usize) -> Option<(u8, usize)> {
+        (self.count > 0 && self.end > seglen).then(|| (self.types[self.count - 1], self.end))
     }
 
     pub fn types(&self) -> &[u8] {
@@ -114,5 +148,22 @@ mod tests {
         assert_eq!(SegmentRecords::walk(b"GET / HTTP/1.1\r\n", 16), None);
         assert_eq!(SegmentRecords::walk(&[APPLICATION_DATA, 3, 3], 3), None);
         assert_eq!(SegmentRecords::walk(&[APPLICATION_DATA, 3, 9, 0, 10], 15), None, "version 3.9");
+    }
+
+    #[test]
+    fn a_record_over_two_segments_and_what_follows_it() {
+        // A 1,523-byte ClientHello record (X25519MLKEM768 key share) in segments of 1,448 bytes.
+        let hello = record(HANDSHAKE, 1518);
+        let first = SegmentRecords::walk(&hello[..250], 1448).unwrap();
+        assert_eq!(first.spill(1448), Some((HANDSHAKE, 1523)));
+        let second = SegmentRecords::continuing(HANDSHAKE, 75, &hello[1448..], 75);
+        assert_eq!((second.types(), second.complete, second.continued), (&[HANDSHAKE][..], true, true));
+        assert_eq!(second.spill(75), None);
+        // The rest of a record, then an application-data record running on.
+        let seg = [vec![0xab; 20], record(APPLICATION_DATA, 4000)].concat();
+        let r = SegmentRecords::continuing(HANDSHAKE, 20, &seg[..200], 1448);
+        assert_eq!((r.types(), r.complete), (&[HANDSHAKE, APPLICATION_DATA][..], false));
+        assert_eq!(r.spill(1448), Some((APPLICATION_DATA, 20 + 5 + 4000)));
+        assert_eq!(r.first_length, 0, "no header of its first record was read");
     }
 }

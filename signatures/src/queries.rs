@@ -185,6 +185,9 @@ pub struct Query {
     response_rtt_ns: Option<i64>,
     /// TLS over TCP: the client burst opening it carried handshake records only (see `TlsPart`).
     tls_handshake: bool,
+    /// TLS over TCP: every client segment counted in its request so far was a control record
+    /// (see `control_record`).
+    control_only: bool,
     /// Where the response's bytes begin, the largest response segment, and the client's ACKs
     /// advancing through it before the one covering its end (see `delivered`).
     response_start_seq: Option<u32>,
@@ -244,8 +247,17 @@ pub struct QueryTracker {
     /// handshake), and the handshake's retransmissions.
     pending_setup: Charges,
     pending_retransmissions: u64,
-    /// The client's first data segment began with a TLS record header (None: no data yet).
+    /// The client's first data segment began with a TLS record header (None: no data yet). With
+    /// the SYN seen, only the segment holding the stream's first byte decides (the first copy of
+    /// a two-segment ClientHello's first part may be lost before the capture, which then shows
+    /// its second part, then the resend).
     tls: Option<bool>,
+    /// The client's first byte (sequence number), once its SYN was seen.
+    stream_start: Option<u32>,
+    /// Per direction (client's, server's): the record whose header a segment showed running on
+    /// beyond it - that segment's sequence number, where the record ends, its type - so the next
+    /// segments, which start inside it, are read as its body (see `records`).
+    spill: [Option<(u32, u32, u8)>; 2],
     synack_sent: bool,
     /// Where the client's bytes counted as requests end (sequence number): a resend beyond it
     /// carries request bytes no query has seen.
@@ -324,6 +336,46 @@ enum TlsPart {
 /// RFC 8446 §5.2: an encrypted alert's record body (alert 2 + content type 1 + AEAD tag 16).
 const TLS13_ALERT_LEN: usize = 19;
 
+/// The largest client segment of whole application-data records read as an HTTP/2 control
+/// record (docs/queries.md#http2-control-records). Go's HTTP/2 client, measured on
+/// signatures/testdata/go-h2-window.pcap (TLS 1.3: a record is its frames + 22 bytes): SETTINGS
+/// ACK 26-byte records, one WINDOW_UPDATE 30, the pair (stream + connection) 43 while a response
+/// streams; PING would be 39. But requests whose headers HPACK indexes are as small: 32, 43 and
+/// 46-byte records for GETs repeating a path or host. So size alone decides nothing: a control
+/// record is a small segment that either comes while the server's data is unacknowledged (a
+/// client sends requests after the response it waits for, unless it multiplexes - merged then
+/// anyway, docs/queries.md#limits), or opened an exchange the server answered with nothing for
+/// longer than a round trip (`restarts`).
+const CONTROL_MAX: u32 = 64;
+
+/// How soon after the client's ACK completing a response a control record is its reaction to
+/// that response (Go's client sends the connection's WINDOW_UPDATE ~0.1 ms after it, at the
+/// server): beyond the path's minimum RTT plus this, a small record is the client's own next
+/// message. Without it a TLS 1.2 request split 1/n-1 (a 31-byte record, the rest held by Nagle
+/// until the server's delayed ACK 135 ms later: the corpus' tls1.2.pcap) lost its start.
+const CONTROL_REACTION_NS: i64 = 10_000_000;
+
+/// The segment is small and only whole application-data records, as HTTP/2's WINDOW_UPDATE,
+/// SETTINGS ACK, PING and RST_STREAM frames are (`CONTROL_MAX`).
+fn control_record(s: &Seen) -> bool {
+    s.seglen <= CONTROL_MAX
+        && s.tls.is_some_and(|r| r.complete && !r.continued && r.types().iter().all(|&t| t == APPLICATION_DATA))
+}
+
+/// A client burst restarts the open exchange when its request so far was control records
+/// only, sent as the client read the previous response, unanswered, and the burst comes more
+/// than the path's round trip after them (a request's
+/// segments go out back to back; a control record sent as a response ended - Go's client sends
+/// the connection's WINDOW_UPDATE once it read the body - is followed by the next request only
+/// after the client's pause). A next request within one round trip keeps the earlier start: an
+/// error below one RTT.
+fn restarts(q: &Query, s: &Seen) -> bool {
+    s.c2s
+        && q.control_only
+        && q.first_byte_ns.is_none()
+        && q.request_last_ns.is_some_and(|t| s.ts_ns - t > s.rtt_min_ns.unwrap_or(0))
+}
+
 fn tls_part(r: Option<&SegmentRecords>) -> TlsPart {
     let Some(r) = r else { return TlsPart::Other };
     let t = r.types();
@@ -365,18 +417,55 @@ impl QueryTracker {
         }
     }
 
+    /// The TLS records a segment holds, as far as its captured bytes show them: from its first
+    /// byte; or, when it starts inside a record whose header an earlier segment showed running on
+    /// beyond that segment (a ~1.5 kB ClientHello with a post-quantum key share over two
+    /// segments), as the rest of that record and what follows it.
+    pub fn records(&mut self, c2s: bool, seq: u32, captured: &[u8], seglen: u32) -> Option<SegmentRecords> {
+        let d = usize::from(!c2s);
+        let inside = self.spill[d].filter(|&(from, end, _)| SeqNumber(seq).after(from) && SeqNumber(seq).before(end));
+        let r = match inside {
+            Some((_, end, ty)) => {
+                Some(SegmentRecords::continuing(ty, end.wrapping_sub(seq) as usize, captured, seglen as usize))
+            }
+            None => SegmentRecords::walk(captured, seglen as usize),
+        };
+        if let Some((ty, end)) = r.as_ref().and_then(|r| r.spill(seglen as usize)) {
+            self.spill[d] = Some((seq, seq.wrapping_add(end as u32), ty));
+        }
+        r
+    }
+
     pub fn observe(&mut self, s: &Seen) {
         if s.c2s && self.synack_sent && s.ack.is_some() && !s.syn {
             self.handshake_done.get_or_insert(s.ts_ns);
+        }
+        if s.c2s && s.syn {
+            self.stream_start.get_or_insert(s.seq.wrapping_add(1));
         }
         let (mut request_bytes, resent_request) = self.request_bytes(s);
         // One delayed ACK inflates one sample: a queue shows in two in a row.
         let rtt = s.rtt_ns.map(|r| self.last_rtt_ns.map_or(r, |p| p.min(r)));
         self.last_rtt_ns = s.rtt_ns.or(self.last_rtt_ns);
-        if s.new_data > 0 && s.c2s {
-            self.tls.get_or_insert(s.tls.is_some());
+        let decides =
+            s.c2s && s.seglen > 0 && self.tls.is_none() && self.stream_start.map_or(s.new_data > 0, |b| b == s.seq);
+        if decides {
+            self.tls = Some(s.tls.is_some());
         }
         let part = if self.tls == Some(true) && s.seglen > 0 { tls_part(s.tls.as_ref()) } else { TlsPart::Other };
+        if decides {
+            // Data before the stream's first byte (the rest of a ClientHello whose first part
+            // was lost before the capture) opened an exchange: the first byte says what it is.
+            if let Some(q) = self.current.as_mut().filter(|q| q.first_byte_ns.is_none()) {
+                q.tls_handshake = part == TlsPart::Handshake;
+            }
+        }
+        // A client control record while the server's data is unacknowledged is no request
+        // (see `control_record`).
+        let control = s.c2s && part == TlsPart::Other && control_record(s);
+        if control && s.ack.is_some_and(|a| SeqNumber(a).before(s.server_next_seq)) {
+            request_bytes = 0;
+        }
         // An alert (close_notify) asks nothing and answers nothing.
         if part == TlsPart::Alert {
             if s.c2s {
@@ -389,9 +478,11 @@ impl QueryTracker {
         if request_bytes > 0 {
             let responded = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
             if self.current.is_none() || responded {
+                let mut delivered = None;
                 if let Some(q) = self.take_unless_handshake() {
                     let mut q = q;
                     late_ack(&mut q, s);
+                    delivered = q.acked_ns;
                     if settled(&q) {
                         self.ready.push(q);
                     } else {
@@ -419,7 +510,22 @@ impl QueryTracker {
                 }
                 q.charges = std::mem::take(&mut self.pending_setup);
                 q.retransmissions = std::mem::take(&mut self.pending_retransmissions);
+                // Only a control record the client sent as it read the previous response (its
+                // ACK completing it just before) may be replaced (`restarts`).
+                q.control_only = control
+                    && delivered.is_some_and(|t| s.ts_ns - t <= s.rtt_min_ns.unwrap_or(0) + CONTROL_REACTION_NS);
                 self.current = Some(q);
+            } else if let Some(q) = self.current.as_mut().filter(|q| restarts(q, s)) {
+                // Its request so far was control records the server answered with nothing for
+                // longer than a round trip: this burst is the request (see `control_record`).
+                q.start_ns = s.ts_ns;
+                (q.request_bytes, q.request_packets) = (0, 0);
+                if q.index == 0 {
+                    q.setup_ns = self.first_syn_ns.map(|t| (s.ts_ns - t).max(0));
+                }
+                q.control_only = control;
+            } else if let Some(q) = self.current.as_mut() {
+                q.control_only &= control;
             }
         }
         self.request_since = None;

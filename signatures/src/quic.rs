@@ -13,6 +13,9 @@ use crate::tags;
 
 /// Short-header packets needed before a spin bit that never flips is called disabled.
 const SPIN_MIN_PACKETS: u64 = 10;
+/// Copies of the server's first flight remembered (`QuicState::server_hellos`): the first and its
+/// early repeats are what a client's first ACK can cover.
+const MAX_HELLO_COPIES: usize = 8;
 
 /// Is this UDP payload the start of a QUIC connection (a long header of a known version, or a
 /// Google QUIC Q035–Q043 client packet naming its version)?
@@ -64,6 +67,12 @@ pub struct QuicState {
     /// First ClientHello to the repeat the server answered (0 when none).
     pub initial_loss_delay_ns: i64,
     first_client_handshake_ns: Option<i64>,
+    /// The server's first flight (Initials carrying its ServerHello: CRYPTO from offset 0), each
+    /// copy's packet number and time (the first `MAX_HELLO_COPIES`).
+    server_hellos: Vec<(u64, i64)>,
+    /// What the client's first acknowledgement of the server's Initials covered of that first
+    /// flight: the earliest copy's time, or None (none of them); unset until that ACK is read.
+    hello_acked: Option<Option<i64>>,
     pub handshake_rtt_ns: Option<i64>,
     pub retry: bool,
     pub retry_valid: Option<bool>,
@@ -247,6 +256,15 @@ impl QuicState {
         }
         let mut mask = 0;
         let hello = open.crypto_data().any(|(off, _)| off == 0);
+        if hello && dir == 1 && self.server_hellos.len() < MAX_HELLO_COPIES {
+            self.server_hellos.push((open.packet_number, ts_ns));
+        }
+        if dir == 0 && self.hello_acked.is_none() && !self.server_hellos.is_empty() {
+            if let Some(ack) = open.frames.acks.first() {
+                let covered = |pn: u64| ack.ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&pn));
+                self.hello_acked = Some(self.server_hellos.iter().filter(|c| covered(c.0)).map(|c| c.1).min());
+            }
+        }
         if hello {
             match self.first_hello_ns[dir] {
                 // The client's first flight with the keys a Retry asked for: the handshake
@@ -297,13 +315,27 @@ impl QuicState {
 
     /// RFC 9312 §4.8.1 as a server-side capture sees it: the server's (last) Initial to the
     /// client's first Handshake (or 1-RTT) packet.
+    /// The server's Initial is the copy of its first flight the client acknowledged first, when
+    /// the Initials were read: a repeat the server's timer sent before that ACK could arrive
+    /// (quic-go's first timeout is ~200 ms: on a 200 ms path it fires every time) is not what the
+    /// client answered, and measuring from it gave ~0.5-25 ms (issue 32).
     fn client_handshake(&mut self, ts_ns: i64) {
         if self.first_client_handshake_ns.is_none() {
             self.first_client_handshake_ns = Some(ts_ns);
-            if let Some(s) = self.last_hello_ns[1] {
+            let acked = self.hello_acked.flatten();
+            if let Some(s) = acked.or(self.last_hello_ns[1]) {
                 self.handshake_rtt_ns = Some(ts_ns - s);
             }
         }
+    }
+
+    /// The server re-sent its first flight and the client needed it: the client's first
+    /// acknowledgement did not cover the first copy (or could not be read). A repeat sent before
+    /// the client's ACK of the first copy arrived is the server's timer firing early (quic-go on a
+    /// path of 200 ms and more), not a loss.
+    pub fn server_initial_loss(&self) -> bool {
+        let first_delivered = self.hello_acked.flatten().is_some_and(|t| Some(t) == self.first_hello_ns[1]);
+        self.initial_retx[1] > 0 && !first_delivered
     }
 
     fn spin_bit(&mut self, dir: usize, ts_ns: i64, bit: bool) {

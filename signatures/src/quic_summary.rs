@@ -80,7 +80,7 @@ impl QuicState {
         if self.initial_retx[0] > 0 && self.initial_loss_delay_ns > 0 {
             out.push("quic_initial_loss");
         }
-        if self.initial_retx[1] > 0 {
+        if self.server_initial_loss() {
             out.push("quic_server_initial_loss");
         }
         match self.handshake_outcome(server_packets) {

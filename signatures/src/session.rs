@@ -190,6 +190,17 @@ pub struct Session {
     finished_output: Vec<Drained>,
 }
 
+/// The TCP segment holds the client's first byte (its ISN + 1; without the SYN, the first byte
+/// seen): a ClientHello's SNI is read there, from the original or, when the original was lost
+/// before the capture, from its resend - not from a later part of the stream the capture showed
+/// first (the second segment of a two-segment ClientHello).
+fn starts_stream(f: &crate::flow::Flow, p: &Packet<'_>) -> bool {
+    match (p.tcp(), f.dir[0].isn) {
+        (Some(t), Some(isn)) => t.seq == isn.wrapping_add(1),
+        _ => true,
+    }
+}
+
 impl Session {
     pub fn new(config: SessionConfig, capture_id: &str) -> Session {
         Session {
@@ -503,7 +514,7 @@ impl Session {
                     q.migrations += 1;
                 }
             }
-        } else if dir == 0 && !f.tls_checked && !p.payload.is_empty() {
+        } else if dir == 0 && !f.tls_checked && !p.payload.is_empty() && starts_stream(f, p) {
             f.tls_checked = true;
             if let Some((sni, alpn)) = quic::tls_client_hello(p.payload) {
                 f.sni = sni;

@@ -29,7 +29,6 @@ mod tests;
 mod wireshark;
 
 use tailscope_parsers::decode::{TcpInfo, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
-use tailscope_parsers::tls_record::SegmentRecords;
 
 use crate::pathology::{Pathology, Verdicts};
 use crate::queries::{QueryTracker, Seen};
@@ -253,6 +252,11 @@ impl TcpState {
         } else {
             0
         };
+        let tls = if s.seglen > 0 && self.queries.reads_tls() {
+            self.queries.records(s.dir == 0, s.seq, s.payload, s.seglen)
+        } else {
+            None
+        };
         self.queries.observe(&Seen {
             c2s: s.dir == 0,
             ts_ns: s.now,
@@ -275,11 +279,7 @@ impl TcpState {
                 .hole_age
                 .filter(|_| out.retx_delay_ns.is_some() && judged.hole_bytes > 0)
                 .map(|age| (s.now - age, judged.hole_bytes)),
-            tls: if s.seglen > 0 && self.queries.reads_tls() {
-                SegmentRecords::walk(s.payload, s.seglen as usize)
-            } else {
-                None
-            },
+            tls,
             rwnd_limited: self.path.rwnd_limited(),
         });
     }

@@ -1,0 +1,132 @@
+//! Captures of a TLS stack we did not build - Go's crypto/tls and net/http, HTTP/1.1 and HTTP/2,
+//! its default post-quantum key share (a ~1.5 kB ClientHello over two segments) - at snaplen 256,
+//! without key log (signatures/testdata/go-*.pcap, made by tests/lab/go/make_fixtures.sh; the
+//! .jsonl beside each is the client's own log of its requests: the truth). Issue 32.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int64Type, TimestampNanosecondType};
+use tailscope_signatures::session::{Session, SessionConfig};
+
+const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata");
+
+/// (each query's start, in order - the first SYN for a connection's first, as the client's clock
+/// starts with its connection; each flow's SNI) of a capture.
+fn analyze(name: &str) -> (Vec<i64>, Vec<Option<String>>) {
+    let bytes = std::fs::read(format!("{TESTDATA}/{name}.pcap")).expect("the fixture");
+    let mut s = Session::new(SessionConfig::default(), "t");
+    let mut cur = s.open_bytes(bytes, name).expect("a capture");
+    while !cur.done {
+        s.step(&mut cur, 1000);
+    }
+    s.finish();
+    let (mut starts, mut snis) = (Vec::new(), Vec::new());
+    for d in s.take_output(true) {
+        if let Some(q) = d.queries {
+            let start = q.column_by_name("start").unwrap().as_primitive::<TimestampNanosecondType>();
+            let setup = q.column_by_name("setup_ns").unwrap().as_primitive::<Int64Type>();
+            starts.extend(start.iter().zip(setup.iter()).map(|(t, s)| t.unwrap() - s.unwrap_or(0)));
+        }
+        if let Some(f) = d.flows {
+            let col = f.column_by_name("sni").unwrap().as_string::<i32>();
+            snis.extend(col.iter().map(|v| v.map(str::to_string)));
+        }
+    }
+    starts.sort();
+    (starts, snis)
+}
+
+/// The client's log: each request's start (ns since the epoch), in order.
+fn truth(name: &str) -> Vec<i64> {
+    let text = std::fs::read_to_string(format!("{TESTDATA}/{name}.jsonl")).expect("the truth");
+    let mut out: Vec<i64> = text
+        .lines()
+        .map(|l| {
+            let v = l.split("\"start_ns\":").nth(1).expect("start_ns");
+            v[..v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len())].parse().unwrap()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every request found once, no other query, each starting within `slack_ns` after the client
+/// sent it (the server sees it later by the one-way delay; loopback-like here, < 1 ms).
+fn assert_matches(name: &str, slack_ns: i64) {
+    let (found, want) = (analyze(name).0, truth(name));
+    assert_eq!(found.len(), want.len(), "{name}: queries {found:?} for requests {want:?}");
+    for (f, w) in found.iter().zip(&want) {
+        assert!((0..slack_ns).contains(&(f - w)), "{name}: a query starts {} µs after its request", (f - w) / 1000);
+    }
+}
+
+/// Item 1: the ClientHello's second segment continues the handshake record the first one's
+/// header announced; it was read as application data and the handshake became query 0.
+#[test]
+fn a_client_hello_over_two_segments_is_no_query() {
+    assert_matches("go-h1-pq", 2_000_000);
+}
+
+/// Item 2: Go's HTTP/2 client acknowledges a 175 kB response with WINDOW_UPDATE records (43
+/// bytes: stream and connection) and a SETTINGS ACK (26) while it streams, and sends the
+/// connection's WINDOW_UPDATE (30) once it read a body - 30 ms before its next request, whose
+/// HPACK-indexed HEADERS record is as small (32-46 bytes). One query per request, each starting
+/// at the request.
+#[test]
+fn http2_control_records_open_no_query() {
+    assert_matches("go-h2-window", 2_000_000);
+}
+
+/// Item 5: the ClientHello's first segment was lost before the capture, which shows its second
+/// segment first, then the resend: the SNI is read from the resend, and the handshake is still
+/// no query.
+#[test]
+fn the_sni_comes_from_a_resent_client_hello() {
+    let (_, snis) = analyze("go-h1-hello-lost");
+    assert_eq!(snis, vec![Some("stacks.test".to_string())]);
+    assert_matches("go-h1-hello-lost", 2_000_000);
+}
+
+/// Item 4: quic-go's server re-sends its first flight when its first timeout (~200 ms) fires,
+/// just before the client's ACK of the first copy arrives over a 200 ms path (the lab's relay;
+/// snaplen 1600: the Initials are read). No Initial was lost: no `quic_server_initial_loss`, and
+/// the handshake RTT is measured from the copy the client answered, not the repeat (~4 ms).
+#[test]
+fn a_server_initial_repeat_the_client_did_not_need_is_no_loss() {
+    let bytes = std::fs::read(format!("{TESTDATA}/go-h3-handshake.pcap")).expect("the fixture");
+    let mut s = Session::new(SessionConfig::default(), "t");
+    let mut cur = s.open_bytes(bytes, "go-h3-handshake").expect("a capture");
+    while !cur.done {
+        s.step(&mut cur, 1000);
+    }
+    s.finish();
+    let flows: Vec<_> = s.take_output(true).into_iter().filter_map(|d| d.flows).collect();
+    let f = flows.iter().find(|f| f.num_rows() > 0).expect("the QUIC flow");
+    let retx = f.column_by_name("quic_server_initial_retx").unwrap().as_primitive::<Int64Type>().value(0);
+    assert!(retx > 0, "the server did repeat its first flight");
+    let sigs = f.column_by_name("signatures").unwrap().as_list::<i32>().value(0);
+    let sigs: Vec<_> = sigs.as_string::<i32>().iter().flatten().map(str::to_string).collect();
+    assert!(!sigs.contains(&"quic_server_initial_loss".to_string()), "{sigs:?}");
+    let rtt = f.column_by_name("quic_handshake_rtt_ns").unwrap().as_primitive::<Int64Type>().value(0);
+    assert!((195_000_000..215_000_000).contains(&rtt), "handshake RTT {} ms on a 200 ms path", rtt / 1_000_000);
+}
+
+/// The limit of item 2's rule: a TLS 1.2 request split 1/n-1 (a 31-byte record, then the rest
+/// held by Nagle until the server's delayed ACK 135 ms later) is as small as a control record,
+/// but it came 3 s after the handshake, not as the client read a response: one query holding
+/// both records, from the first.
+#[test]
+fn a_small_first_record_long_after_a_response_is_a_request() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpus/pcaps/tls1.2.pcap");
+    let Ok(bytes) = std::fs::read(path) else {
+        panic!("the public corpus at {path}");
+    };
+    let mut s = Session::new(SessionConfig::default(), "t");
+    let mut cur = s.open_bytes(bytes, "tls1.2").expect("a capture");
+    while !cur.done {
+        s.step(&mut cur, 1000);
+    }
+    s.finish();
+    let q: Vec<_> = s.take_output(true).into_iter().filter_map(|d| d.queries).filter(|q| q.num_rows() > 0).collect();
+    let packets = q[0].column_by_name("request_packets").unwrap().as_primitive::<arrow_array::types::UInt64Type>();
+    assert_eq!((q[0].num_rows(), packets.value(0)), (1, 2));
+}
