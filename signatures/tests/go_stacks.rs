@@ -116,7 +116,7 @@ fn a_server_initial_repeat_the_client_did_not_need_is_no_loss() {
 /// both records, from the first.
 #[test]
 fn a_small_first_record_long_after_a_response_is_a_request() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpus/pcaps/tls1.2.pcap");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus/pcaps/tls1.2.pcap");
     let Ok(bytes) = std::fs::read(path) else {
         panic!("the public corpus at {path}");
     };
