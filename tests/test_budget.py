@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("h3")
 
 from support import demo as demo_data
+from support import corpus
 from support.demo import PREV, WEEK
 
 from tailscope.jobs.analytics.stats import Slice, compute_stats, render
@@ -26,8 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def ds(tmp_path_factory) -> Path:
-    if not demo_data.have_samples():
-        pytest.skip("no bundled samples")
+    corpus.require_samples()
     out = demo_data.analyze_demo(tmp_path_factory.mktemp("budget") / "ds")
     demo_data.add_previous_week(out)
     return out
