@@ -152,6 +152,26 @@ impl Budget {
 /// The budget of one query: parts >= 0 summing to `end - start + setup` (its `latency_ns` plus
 /// its `setup_ns`, the latency `query_facts` reports).
 pub fn budget(q: &Query) -> Budget {
+    budget_in(q, &mut Scratch::default())
+}
+
+/// The sweep's work lists, kept from one query to the next (`budget_in`): a queries batch then
+/// allocates nothing per query. Two short-lived allocations per query, interleaved with the
+/// batch's Arrow buffers, fragmented the heap of a long-lived chatty connection's run (peak RSS
+/// grew with its exchanges: tests/test_bounded_memory.py).
+#[derive(Debug, Default)]
+pub struct Scratch {
+    waits: Vec<(i64, i64, usize)>,
+    bounds: Vec<i64>,
+    edges: Vec<(i64, i32, usize)>,
+}
+
+/// `budget`, with the work lists of `scratch` (whatever they hold is discarded).
+pub fn budget_in(q: &Query, scratch: &mut Scratch) -> Budget {
+    let Scratch { waits, bounds, edges } = scratch;
+    waits.clear();
+    bounds.clear();
+    edges.clear();
     let start = q.start_ns;
     let end = q.end_ns().max(start);
     let t0 = start - q.setup_ns.unwrap_or(0).max(0);
@@ -170,7 +190,6 @@ pub fn budget(q: &Query) -> Budget {
     ];
     // Waits as (from, to, rank), clipped to the span; the window's holds only while the
     // response was under way (it cannot hold a response not yet begun).
-    let mut waits: Vec<(i64, i64, usize)> = Vec::new();
     let rank = |p: Part| WAIT_RANK.iter().position(|&w| w == p).expect("every wait part is ranked");
     for (sig, from, to) in q.charges.waits() {
         if let Some(p) = Part::of_wait(sig) {
@@ -186,14 +205,14 @@ pub fn budget(q: &Query) -> Budget {
 
     let mut b = Budget::default();
     let mut response_transfer = 0;
-    let mut bounds: Vec<i64> = phases.iter().map(|p| p.0).collect();
+    bounds.extend(phases.iter().map(|p| p.0));
     bounds.extend(waits.iter().flat_map(|w| [w.0, w.1]));
     bounds.push(t0);
     bounds.sort_unstable();
     bounds.dedup();
     // Sweep the elementary intervals between consecutive bounds; `covering[r]` counts the waits
     // of rank r open over the current one.
-    let mut edges: Vec<(i64, i32, usize)> = waits.iter().flat_map(|w| [(w.0, 1, w.2), (w.1, -1, w.2)]).collect();
+    edges.extend(waits.iter().flat_map(|w| [(w.0, 1, w.2), (w.1, -1, w.2)]));
     edges.sort_unstable();
     let mut covering = [0i32; WAIT_RANK.len()];
     let (mut e, mut phase) = (0, 0);

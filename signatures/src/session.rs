@@ -538,7 +538,10 @@ impl Session {
         // Queries of open flows go with the next queries batch, or alone once they fill one.
         let live_due =
             !self.queries.is_empty() && (force || flows_due || self.queries.len() >= self.query_batch_rows());
-        let live = if live_due { std::mem::take(&mut self.queries) } else { Vec::new() };
+        // Written from `self.queries` and cleared after: the Vec keeps its capacity (up to a
+        // batch of queries, ~0.5 KiB each) instead of regrowing from empty by doubling for
+        // every batch, which fragmented the heap of a long-lived chatty connection's run.
+        let live: &[(i64, Query)] = if live_due { &self.queries } else { &[] };
         let query_flows = if live_due {
             let b = query_flows_batch(&self.query_flows, &self.capture_id);
             self.query_flows.clear();
@@ -556,6 +559,9 @@ impl Session {
         } else {
             (None, queries_batch(live_rows, &self.capture_id))
         };
+        if live_due {
+            self.queries.clear();
+        }
         let events = if !self.events.is_empty() && (force || self.events.len() >= self.config.batch_rows) {
             let b = events_batch(&self.events, &self.capture_id, &self.files);
             self.events.clear();

@@ -12,7 +12,7 @@ use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 
 use super::columns::string_lists;
 use super::ts_type;
-use crate::budget::{budget, PARTS};
+use crate::budget::{budget_in, Scratch, PARTS};
 use crate::flow::Flow;
 use crate::queries::Query;
 
@@ -125,7 +125,8 @@ pub fn queries_batch<'a>(rows: impl Iterator<Item = (i64, &'a Query)>, capture_i
         v.dedup();
         v
     };
-    let budgets: Vec<_> = qs.iter().map(|(_, q)| budget(q)).collect();
+    let mut scratch = Scratch::default();
+    let budgets: Vec<_> = qs.iter().map(|(_, q)| budget_in(q, &mut scratch)).collect();
     let mut columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from_iter_values(std::iter::repeat_n(capture_id, n))),
         Arc::new(Int64Array::from_iter_values(qs.iter().map(|(id, _)| *id))),
