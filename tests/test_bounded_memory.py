@@ -102,8 +102,12 @@ def test_single_huge_flow_is_bounded(traces, tmp_path):
 
 
 def _chatty_peaks(tmp_path, ack_delay_ns: int) -> tuple[int, int]:
-    small = pcapgen.write_chatty_flow(tmp_path / "chatty-small.pcap", 50_000, ack_delay_ns=ack_delay_ns)
-    big = pcapgen.write_chatty_flow(tmp_path / "chatty-big.pcap", 250_000, ack_delay_ns=ack_delay_ns)
+    # Both traces start at midnight UTC, so neither crosses into another day: the big one (3.6 h
+    # at 50 ms) used to start at 22:13 and cross midnight where the small one did not, and the
+    # writer's split of a batch over two dates then weighed on the difference the test measures.
+    start = 1_699_920_000 * 10**9
+    small = pcapgen.write_chatty_flow(tmp_path / "chatty-small.pcap", 50_000, start_ns=start, ack_delay_ns=ack_delay_ns)
+    big = pcapgen.write_chatty_flow(tmp_path / "chatty-big.pcap", 250_000, start_ns=start, ack_delay_ns=ack_delay_ns)
     manifest, peak_small = analyze_measured(small, tmp_path / "ds-small")
     small.unlink()
     manifest_big, peak_big = analyze_measured(big, tmp_path / "ds-big")
