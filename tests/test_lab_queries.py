@@ -119,7 +119,7 @@ def test_p99_attribution_names_the_impairment(qeval, scenario):
     """`tailscope stats`' attribution at p99: the signature charged the most delay is the injected
     impairment's (queries_check.EXPECTED)."""
     c = qeval.attribution[scenario]
-    rows = ", ".join(f"{r['signature']}: {r['delay_ms']} ms" for r in c.rows)
+    rows = ", ".join(f"{r['signature']}: {r['charged_delay_ms']} ms" for r in c.rows)
     assert c.top in c.expected, (f"{scenario}: top contributor {c.top!r} ({c.top_delay_ms} ms), expected "
                                  f"{'|'.join(c.expected)}; p99 >= {c.threshold_ms} ms, {c.level_queries} "
                                  f"queries, rows: {rows}; truth: {c.truth.describe()} {_where(qeval)}")
@@ -133,7 +133,7 @@ def test_clean_nothing_charged(qeval, scenario):
     charged = [(q["flow_id"], q["query_index"], q["signatures"], q["delays"]) for q in c.charged_queries]
     assert not charged, charged
     assert c.all_rows, "no attribution rows"
-    named = [(r["level"], r["signature"], r["delay_ms"]) for r in c.all_rows if r["signature"] not in PSEUDO]
+    named = [(r["level"], r["signature"], r["charged_delay_ms"]) for r in c.all_rows if r["signature"] not in PSEUDO]
     assert not named, named
 
 

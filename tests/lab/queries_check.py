@@ -670,7 +670,7 @@ def attribution_table(checks: list) -> str:
            "p99 rows (signature: delay)", "top", "result"]
     rows = []
     for c in checks:
-        sig_rows = ", ".join(f"{r['signature']}: {_dur(r['delay_ms'])}" for r in c.rows)
+        sig_rows = ", ".join(f"{r['signature']}: {_dur(r['charged_delay_ms'])}" for r in c.rows)
         exp = "nothing charged" if c.expected == () else ("-" if c.expected is None else "|".join(c.expected))
         top = c.top or "-"
         if c.top:
