@@ -588,7 +588,8 @@ fn a_request_lost_before_the_capture_with_its_hole_seen_is_a_query() {
     assert!(!st.queries.done[1].charges.items().any(|(sig, _)| sig == "synack_loss"));
 }
 
-/// One packet with the peer's window scale known (`shift`), as a session passes it.
+/// One packet with the peer's window scale known (unscaled), as a session passes it.
+#[allow(clippy::too_many_arguments)]
 fn feed_scaled(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, flags: u16, len: u32, window: u16) {
     let tcp = TcpInfo { seq, ack, flags, window, header_len: 20, ..TcpInfo::default() };
     st.analyze(&PacketIn {
