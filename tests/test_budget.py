@@ -11,13 +11,14 @@ import math
 import re
 from pathlib import Path
 
-import duckdb
 import pytest
 
 pytest.importorskip("h3")
 
 from support import demo as demo_data
 from support import corpus
+from support.duck import rows
+from support import duck
 from support.demo import PREV, WEEK
 
 from tailscope.jobs.analytics.stats import Slice, compute_stats, render
@@ -35,18 +36,9 @@ def ds(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def con(ds):
-    from tailscope.jobs.analytics.db import build
-
-    c = duckdb.connect(str(build(ds)), read_only=True)
-    c.execute("SET TimeZone = 'UTC'")
+    c = duck.connect(ds)
     yield c
     c.close()
-
-
-def rows(con, sql: str, params=()) -> list[dict]:
-    cur = con.execute(sql, list(params))
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
 def nearest_rank(values, q):

@@ -11,7 +11,6 @@ import shutil
 from collections import defaultdict
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -24,6 +23,8 @@ pytestmark = pytest.mark.xdist_group("marts")
 from support import demo as demo_data
 from support.demo import DROPPED, PREV, WEEK
 from support import corpus
+from support.duck import rows
+from support import duck
 from tailscope.jobs.analytics.stats import Slice, compute_stats
 
 
@@ -97,24 +98,16 @@ def two_weeks(demo, tmp_path_factory) -> Path:
     return ds
 
 
-def _connect(ds: Path):
-    from tailscope.jobs.analytics.db import build
-
-    con = duckdb.connect(str(build(ds)), read_only=True)
-    con.execute("SET TimeZone = 'UTC'")
-    return con
-
-
 @pytest.fixture(scope="module")
 def con(demo):
-    c = _connect(demo)
+    c = duck.connect(demo)
     yield c
     c.close()
 
 
 @pytest.fixture(scope="module")
 def con2(two_weeks):
-    c = _connect(two_weeks)
+    c = duck.connect(two_weeks)
     yield c
     c.close()
 
@@ -127,12 +120,6 @@ def truth(demo) -> Truth:
 @pytest.fixture(scope="module")
 def truth2(two_weeks) -> Truth:
     return Truth(two_weeks)
-
-
-def rows(con, sql: str, params=()) -> list[dict]:
-    cur = con.execute(sql, list(params))
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -197,7 +184,7 @@ def test_every_grain_partitions_the_queries(con, truth):
 
 
 def test_marts_do_not_depend_on_the_session_time_zone(demo):
-    con = _connect(demo)
+    con = duck.connect(demo)
     try:
         sql = ("SELECT week, epoch(period_start) AS t, carrier, queries, p99_ms FROM latency_mart('carrier_hour') "
                "ORDER BY ALL")
@@ -218,7 +205,7 @@ def test_datasets_without_enrichment_columns_still_build(demo, tmp_path):
     for part in [*ds.glob("flows/*/*.parquet"), *ds.glob("queries/*/*.parquet")]:
         t = pq.read_table(part, partitioning=None)
         pq.write_table(t.drop_columns([c for c in ENRICHMENT_COLUMNS if c in t.column_names]), part)
-    con = _connect(ds)
+    con = duck.connect(ds)
     try:
         assert rows(con, "SELECT DISTINCT carrier, h3_cell, site FROM query_facts") == [
             {"carrier": "unknown", "h3_cell": "unknown", "site": "unknown"}]

@@ -10,7 +10,6 @@ import json
 import re
 from pathlib import Path
 
-import duckdb
 import pytest
 
 pytest.importorskip("h3")
@@ -19,6 +18,8 @@ from support import demo as demo_data
 from support.demo import WEEK
 
 from support import corpus
+from support.duck import rows
+from support import duck
 from tailscope.jobs.analytics.stats import Slice, compute_stats
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,18 +94,9 @@ def demo(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def con(demo):
-    from tailscope.jobs.analytics.db import build
-
-    c = duckdb.connect(str(build(demo)), read_only=True)
-    c.execute("SET TimeZone = 'UTC'")
+    c = duck.connect(demo)
     yield c
     c.close()
-
-
-def rows(con, sql: str, params=()) -> list[dict]:
-    cur = con.execute(sql, list(params))
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
 def panel_sql(dashboard: str, title: str) -> str:

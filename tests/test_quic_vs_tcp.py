@@ -24,6 +24,8 @@ from test_marts import iso_week, nearest_rank, table
 
 from support import transport_mix
 from support import corpus
+from support.duck import rows
+from support import duck
 from tailscope.jobs.analytics.stats import Slice, compute_stats, parse_csv_sections, render
 
 pytestmark = pytest.mark.xdist_group("quic_vs_tcp")
@@ -42,18 +44,9 @@ def mix(tmp_path_factory) -> tuple[dict, Path]:
 
 @pytest.fixture(scope="module")
 def con(mix):
-    from tailscope.jobs.analytics.db import build
-
-    c = duckdb.connect(str(build(mix[1])), read_only=True)
-    c.execute("SET TimeZone = 'UTC'")
+    c = duck.connect(mix[1])
     yield c
     c.close()
-
-
-def rows(con, sql: str, params=()) -> list[dict]:
-    cur = con.execute(sql, list(params))
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
 def is_loss(sig: str) -> bool:

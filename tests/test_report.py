@@ -23,6 +23,7 @@ from support import demo as demo_data
 from support.demo import PREV, WEEK
 from support.png import Image, read_png
 from support import corpus
+from support.duck import rows
 from tailscope.cli import main as cli_main
 from tailscope.jobs.analytics.report import SECTIONS
 from tailscope.jobs.analytics.stats import fmt_duration, fmt_share
@@ -57,12 +58,6 @@ def con(dataset):
     c = duckdb.connect(str(build(dataset)), read_only=True)
     yield c
     c.close()
-
-
-def rows(con, sql: str, params=()) -> list[dict]:
-    cur = con.execute(sql, list(params))
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
 def section(html_text: str, sid: str) -> str:
