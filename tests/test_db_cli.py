@@ -50,7 +50,18 @@ def test_json_markdown_and_box(dataset):
 
 def test_several_queries_and_a_failing_one(dataset):
     r = tailscope("db", dataset, "-e", "SELECT 1 AS a", "-e", "SELECT 2 AS b", "-f", "csv")
-    assert r.stdout == "a\n1\nb\n2\n"
+    # a blank line between results: where one table ends and the next header starts
+    assert r.stdout == "a\n1\n\nb\n2\n"
+    tsv = tailscope("db", dataset, "-e", "SELECT 1 AS a", "-e", "SELECT 2 AS b", "-f", "tsv")
+    assert tsv.stdout == "a\n1\n\nb\n2\n"
+    js = tailscope("db", dataset, "-e", "SELECT 1 AS a", "-e", "SELECT 2 AS b", "-f", "json").stdout
+    dec, pos, got = json.JSONDecoder(), 0, []
+    while pos < len(js.strip()):
+        doc, pos = dec.raw_decode(js, pos)
+        got.append(doc)
+        while pos < len(js) and js[pos].isspace():
+            pos += 1
+    assert got == [[{"a": 1}], [{"b": 2}]]  # one JSON document per result (jq reads the stream)
     bad = tailscope("db", dataset, "-e", "SELECT nope FROM flows")
     assert bad.returncode == 1 and "query failed" in bad.stderr and bad.stdout == ""
 
@@ -103,7 +114,7 @@ def test_sql_piped_on_stdin_runs_as_e_does(dataset):
     r = subprocess.run([sys.executable, "-m", "tailscope", "db", str(dataset), "-f", "csv"], capture_output=True, text=True,
                        timeout=120, input="SELECT 1 AS a;\nSELECT count(*) > 0 AS b FROM flows;\n")
     assert r.returncode == 0, r.stderr
-    assert r.stdout == "a\n1\nb\nTrue\n"
+    assert r.stdout == "a\n1\n\nb\nTrue\n"
     bad = subprocess.run([sys.executable, "-m", "tailscope", "db", str(dataset)], capture_output=True, text=True,
                          timeout=120, input="SELECT nope FROM flows;")
     assert bad.returncode == 1 and "query failed" in bad.stderr

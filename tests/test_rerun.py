@@ -63,6 +63,8 @@ def test_twice_is_once_and_says_nothing_new(inputs, once, tmp_path):
     assert again.returncode == 0, again.stderr
     assert again.stdout == "nothing new: 2 inputs already in the dataset\n", "one line, no empty table"
     assert counts(out) == once
+    # the dataset did not change, so no run is recorded: a cron re-run adds no manifest
+    assert len(list((out / "_runs").glob("*.json"))) == 1
 
 
 def test_reprocess_replaces_rows(inputs, once, tmp_path):

@@ -17,6 +17,7 @@ examples:
   echo "SELECT count(*) FROM flows;" | tailscope db DS -f csv    SQL on standard input, as -e
 
 Only results go to standard output (messages go to standard error), so the output can be piped.
+Several results (-e repeated, or a script) are separated by one blank line (json: one document each).
 Queries (-e, or SQL piped in) on a dataset where the database cannot be written (a read-only
 dataset) run on the same views in memory; the shell needs a file: --db elsewhere.
 Exit status: 0 ok, 1 a query failed, 2 not a dataset, 4 the database could not be written.
@@ -130,13 +131,20 @@ def _queries(con, queries: list[str], fmt: str) -> int:
 
     from tailscope.jobs.analytics import tabular
 
+    printed = 0
     try:
         for sql in queries:
             try:
                 rel = con.sql(sql)
                 if rel is None:  # a statement without a result (SET, PRAGMA ...)
                     continue
-                tabular.write(rel.columns, rel.fetchall(), fmt, sys.stdout)
+                columns, rows = rel.columns, rel.fetchall()
+                if printed and fmt != "json":
+                    # One blank line between results, so csv/tsv readers (and eyes) see where one
+                    # table ends and the next header starts; json results are one document each.
+                    sys.stdout.write("\n")
+                tabular.write(columns, rows, fmt, sys.stdout)
+                printed += 1
             except duckdb.Error as exc:
                 print(f"tailscope db: query failed: {exc}", file=sys.stderr)
                 return 1

@@ -136,6 +136,12 @@ def _run(out, run_id, started, t0, inputs, resolved, reports, options, known, en
     elif options.incremental:
         adm = admission.take(planned, reports, known, options, sha256_of)
     already = adm.already
+    if not planned and not reports and not replacement and not removed:
+        # Nothing new, nothing that failed: the dataset is unchanged, so no run is recorded (a
+        # cron re-run of a landing directory would otherwise add a manifest every time).
+        manifest = build_manifest(run_id, started, t0, inputs, options, reports, dict.fromkeys(SESSION_COUNTERS, 0), {},
+                                  removed, argv, already, below_horizon=adm.below_horizon)
+        return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)
 
     writer = StagedWriter(out, run_id)
     retired, carried, rest = [], set(), None
