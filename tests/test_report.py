@@ -188,11 +188,13 @@ def test_geojson(report, con):
 def test_weeks_without_data_and_bad_weeks(dataset, tmp_path, capsys):
     assert cli_main(["report", str(dataset), "--week", "2026-47", "--out", str(tmp_path)]) == 2
     assert "YYYY-Www" in capsys.readouterr().err
-    # a week without data: the report says so, and still renders every section
-    assert cli_main(["report", str(dataset), "--week", "2020-W10", "--out", str(tmp_path)]) == 0
-    text = (tmp_path / "report-2020-W10.html").read_text()
-    assert "No flows in 2020-W10" in text and all(f'<section id="{sid}">' in text for sid, _ in SECTIONS)
-    assert "no flows in 2020-W10" in capsys.readouterr().err
+    # a week without data: nothing to report (exit 3), the weeks that have flows named, no file
+    # written (an empty report would read as a quiet week)
+    empty = tmp_path / "empty"
+    assert cli_main(["report", str(dataset), "--week", "2020-W10", "--out", str(empty)]) == 3
+    err = capsys.readouterr().err
+    assert f"no flows in 2020-W10; weeks with flows: {PREV}, {WEEK}" in err, err
+    assert not empty.exists() or not any(empty.iterdir())
 
 
 # ----------------------------------------------------------------------------------------------

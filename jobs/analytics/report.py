@@ -44,6 +44,12 @@ class ReportError(ValueError):
     """A report that cannot be made (the message says why)."""
 
 
+class NoFlows(ReportError):
+    """Nothing to report: the dataset, or the week asked for, has no flows. A report of nothing
+    written as if it were a week's answer would read as a quiet week; the message names the weeks
+    that have flows instead."""
+
+
 @dataclass
 class ReportOptions:
     week: str | None = None          # ISO week 'YYYY-Www'; None = the latest week with flows
@@ -194,14 +200,17 @@ def _collect(con, dataset: Path, options: ReportOptions) -> dict:
     weeks = [r["week"] for r in _rows(con, "SELECT DISTINCT week FROM flow_facts WHERE week IS NOT NULL ORDER BY week")]
     week = options.week or (weeks[-1] if weeks else None)
     if week is None:
-        raise ReportError(f"{dataset}: the dataset has no flows")
+        raise NoFlows(f"{dataset}: the dataset has no flows")
+    if week not in weeks:
+        raise NoFlows(f"{dataset}: no flows in {week}; weeks with flows: {', '.join(weeks[-8:])}"
+                      + (f" (and {len(weeks) - 8} earlier)" if len(weeks) > 8 else ""))
     # the ISO week's arithmetic is sql/'s (marts/005_weeks.sql)
     prev, first_day, last_day = con.execute(
         "SELECT previous_week(?), CAST(iso_week_start(?) AS VARCHAR), CAST(iso_week_start(?) + 6 AS VARCHAR)", [week] * 3
     ).fetchone()
     d: dict = {
         "dataset": str(dataset), "week": week, "previous_week": prev, "first_day": first_day, "last_day": last_day,
-        "weeks": weeks, "has_week": week in weeks, "has_previous": prev in weeks,
+        "weeks": weeks, "has_previous": prev in weeks,
         "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "options": options,
     }
@@ -209,14 +218,14 @@ def _collect(con, dataset: Path, options: ReportOptions) -> dict:
     d["totals"], d["totals_prev"] = totals.get(week), totals.get(prev)
 
     # field-study tables (tailscope stats), this week overall, by carrier, and last week overall
-    d["stats"] = compute_stats(dataset, Slice(week=[week])) if d["has_week"] else None
-    d["stats_by_carrier"] = compute_stats(dataset, Slice(week=[week]), by="carrier") if d["has_week"] else None
+    d["stats"] = compute_stats(dataset, Slice(week=[week]))
+    d["stats_by_carrier"] = compute_stats(dataset, Slice(week=[week]), by="carrier")
     d["stats_prev"] = compute_stats(dataset, Slice(week=[prev])) if d["has_previous"] else None
 
     # what changed (sql/marts/080_what_changed.sql through the question what_changed_slices): every
     # slice's p50/p95/p99 against last week with its bootstrap interval and the parts that moved
     d["changes"] = _rows(con, "SELECT * FROM what_changed_slices(?) ORDER BY slice, carrier, region, h3_cell, level_ord",
-                         [week]) if d["has_week"] and d["has_previous"] else []
+                         [week]) if d["has_previous"] else []
     d["headline_changes"] = headline_changes(d["changes"])
     # one colour per part of the time budget in every chart, in budget_parts' order (sql/marts/016_budget.sql)
     d["part_colors"] = {r["part"]: svg.color_for(r["ord"] - 1) for r in _rows(con, "SELECT ord, part FROM budget_parts")}
@@ -1049,8 +1058,6 @@ def write_report(dataset: Path | str, out_dir: Path | str, options: ReportOption
     _write(paths.html, render_html(d))
     _write(paths.markdown, render_markdown(d, paths.html.name))
     _write(paths.geojson, json.dumps(hexagons_geojson(d), indent=1) + "\n")
-    if not d["has_week"]:
-        paths.notes.append(f"no flows in {week}; weeks in the dataset: {', '.join(d['weeks'][-8:])}")
-    elif not d["has_previous"]:
+    if not d["has_previous"]:
         paths.notes.append(f"no flows in {d['previous_week']}: no week-over-week comparison")
     return paths

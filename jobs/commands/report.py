@@ -17,6 +17,10 @@ DIR/report-YYYY-Www.md and DIR/hexagons-YYYY-Www.geojson (the cells with their p
   tailscope report /data/ds --out reports/ --grafana-url http://grafana:3000
 
 definitions: docs/stats.md, sql/README.md
+
+exit status: 0 written; 2 bad arguments, or not a dataset; 3 nothing to report: the week asked
+for (or the whole dataset) has no flows; the message names the weeks that have some, and no
+file is written
 """
 
 
@@ -44,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tailscope.jobs.analytics.report import ReportError, ReportOptions, write_report
+    from tailscope.jobs.analytics.report import NoFlows, ReportError, ReportOptions, write_report
 
     if args.top < 1 or args.min_queries < 1:
         print("tailscope report: error: --top and --min-queries must be at least 1", file=sys.stderr)
@@ -53,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
                             show_clients=args.show_clients)
     try:
         paths = write_report(args.dataset, args.out, options)
+    except NoFlows as exc:
+        print(f"tailscope report: nothing to report: {exc}", file=sys.stderr)
+        return 3
     except ReportError as exc:
         print(f"tailscope report: error: {exc}", file=sys.stderr)
         return 2
