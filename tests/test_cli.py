@@ -36,6 +36,24 @@ def test_every_subcommand_has_help(command):
     assert "usage: tailscope " + command in r.stdout
 
 
+def test_analyze_help_lists_every_exit_code():
+    """Every status `tailscope analyze` can return is in its --help: the command's own codes, the
+    CLI's file and internal errors, Ctrl-C and a closed pipe (python/tailscope/cli.py)."""
+    import re
+    import inspect
+
+    from tailscope import cli as top
+    from tailscope.jobs.commands import analyze
+
+    codes = {v for k, v in vars(analyze).items() if k.startswith("EXIT_")}
+    codes |= {v for k, v in vars(top).items() if k.startswith("EXIT_")}
+    codes |= {int(c) for c in re.findall(r"return (\d+)(?! *\+)", inspect.getsource(top.main))}
+    codes |= {128 + 13} if "128 + 13" in inspect.getsource(top.main) else set()
+    text = cli("analyze", "--help").stdout
+    listed = {int(m) for m in re.findall(r"^ +(\d+) ", text.split("exit status:")[1].split("\n\n")[0], re.M)}
+    assert codes <= listed, f"--help misses exit codes {sorted(codes - listed)}"
+
+
 def test_version():
     r = cli("--version")
     assert r.returncode == 0 and r.stdout.startswith("tailscope ")

@@ -30,10 +30,14 @@ exit status:
   3  no input could be read at all
   4  a file or directory could not be read or written (one line names it, e.g. --out)
   70 internal error (a bug; TAILSCOPE_DEBUG=1 shows the traceback)
+  130 interrupted (Ctrl-C): nothing of the run is committed
+  141 standard output closed early (a pipe's reader went away)
 
 output layout (Parquet, partitioned by UTC date):
   OUT/packets/date=YYYY-MM-DD/part-<run>-<n>.parquet   one row per TCP/UDP packet
   OUT/flows/date=YYYY-MM-DD/part-<run>-<n>.parquet     one row per connection
+  OUT/queries/date=YYYY-MM-DD/part-<run>-<n>.parquet   one row per request/response exchange
+  OUT/events/date=YYYY-MM-DD/part-<run>-<n>.parquet    one row per signature occurrence
   OUT/files/part-<run>-<n>.parquet                     one row per input file
   OUT/_runs/<run>.json                                 run manifest (written last)
 """
