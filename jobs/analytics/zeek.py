@@ -10,6 +10,8 @@ policy/protocols/conn/community-id-logging script adds it):
   payload bytes), not from the packet order Zeek follows: the states are Zeek's (S0, S1, SF, REJ,
   RSTO, RSTR, RSTOS0, RSTRH, SH, SHR, S2, S3, OTH) and the history letters appear in Zeek's canonical
   order (ShADadFfRr) rather than in the order they happened.
+- `service` is the flows table's `service`: named as Zeek's dynamic protocol detection names it
+  (http, ssl and ssh when both sides' first bytes speak it; dns and dhcp by port; quic).
 - `uid` is `T` + the flow's Community ID hash, truncated: stable across runs (Zeek's are random).
 """
 from __future__ import annotations
@@ -29,7 +31,7 @@ UNSET = "-"
 
 QUERY = """
 SELECT epoch_ns("start") AS start_ns, duration_ns, community_id, client_ip, client_port, server_ip, server_port,
-       ip_proto, protocol, alpn, c2s_payload_bytes, s2c_payload_bytes, c2s_packets, s2c_packets,
+       ip_proto, protocol, service, alpn, c2s_payload_bytes, s2c_payload_bytes, c2s_packets, s2c_packets,
        c2s_ip_bytes, s2c_ip_bytes, c2s_syn, s2c_syn, c2s_fin, s2c_fin, c2s_rst, s2c_rst
 FROM flows ORDER BY "start", capture_id, flow_id
 """
@@ -95,9 +97,7 @@ def history(ip_proto: int, r: dict) -> str:
 
 
 def _service(r: dict) -> str:
-    if r["protocol"] == "quic":
-        return "quic"
-    return UNSET
+    return r["service"] or UNSET
 
 
 def _proto(ip_proto: int) -> str:

@@ -24,6 +24,7 @@ use tailscope_parsers::decode::{Packet, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 use crate::community_id::community_id_v1;
 use crate::defaults;
 use crate::quic::QuicState;
+use crate::service::{self, Opening};
 use crate::tcp::TcpState;
 
 #[derive(Debug, Clone)]
@@ -177,6 +178,8 @@ pub struct Flow {
     pub sni: Option<String>,
     pub alpn: Vec<String>,
     pub tls_checked: bool,
+    /// What each direction's stream began with (TCP), for `service` (service.rs).
+    pub openings: [Opening; 2],
     /// Other 4-tuples this flow was seen on (QUIC migration), and its connection IDs.
     aliases: Vec<FlowKey>,
     cids: Vec<Vec<u8>>,
@@ -191,6 +194,15 @@ impl Flow {
             Direction::S2C
         } else {
             Direction::C2S
+        }
+    }
+
+    /// The application protocol, as Zeek's conn.log names it (service.rs).
+    pub fn service(&self) -> Option<&'static str> {
+        match self.proto {
+            6 => service::tcp_service(self.openings[0], self.openings[1], self.server.1),
+            17 => service::udp_service(self.quic.is_some(), self.client.1, self.server.1),
+            _ => None,
         }
     }
 
@@ -495,6 +507,7 @@ impl FlowTracker {
             tcp: (p.proto == 6).then(Box::<TcpState>::default),
             quic: None,
             sni: None,
+            openings: [Opening::Unseen; 2],
             alpn: Vec::new(),
             tls_checked: false,
             aliases: Vec::new(),

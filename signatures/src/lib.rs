@@ -17,6 +17,7 @@ pub mod quic_recovery;
 pub mod quic_summary;
 pub mod rtt;
 pub mod seq_number;
+pub mod service;
 pub mod session;
 mod spare;
 pub mod store;

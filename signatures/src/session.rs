@@ -15,6 +15,7 @@ use crate::flow::{FlowConfig, FlowTracker};
 use crate::queries::Query;
 use crate::quic;
 use crate::quic_keyed::{KeyedQuic, Keys, Outcome};
+use crate::service::{self, Opening};
 use crate::tables::{
     events, events_batch, flows_batch, queries_batch, queries_of_flows, query_flows_batch, EventRow, PacketColumns,
     PacketRow, QueryFlow,
@@ -195,7 +196,13 @@ pub struct Session {
 /// before the capture, from its resend - not from a later part of the stream the capture showed
 /// first (the second segment of a two-segment ClientHello).
 fn starts_stream(f: &crate::flow::Flow, p: &Packet<'_>) -> bool {
-    match (p.tcp(), f.dir[0].isn) {
+    starts_stream_of(f, p, 0)
+}
+
+/// Whether `p`, sent in direction `dir`, carries the first byte of that direction's stream (or
+/// may: without the SYN the start is unknown, and the first payload seen stands for it).
+fn starts_stream_of(f: &crate::flow::Flow, p: &Packet<'_>, dir: usize) -> bool {
+    match (p.tcp(), f.dir[dir].isn) {
         (Some(t), Some(isn)) => t.seq == isn.wrapping_add(1),
         _ => true,
     }
@@ -514,11 +521,19 @@ impl Session {
                     q.migrations += 1;
                 }
             }
-        } else if dir == 0 && !f.tls_checked && !p.payload.is_empty() && starts_stream(f, p) {
-            f.tls_checked = true;
-            if let Some((sni, alpn)) = quic::tls_client_hello(p.payload) {
-                f.sni = sni;
-                f.alpn = alpn;
+        } else if !p.payload.is_empty() {
+            // Only where the connection's start was seen (a SYN or SYN-ACK), as Zeek, which
+            // attaches no protocol analyzer to a connection picked up mid-stream.
+            let start_seen = f.dir[0].syn + f.dir[1].syn > 0;
+            if f.openings[dir] == Opening::Unseen && start_seen && starts_stream_of(f, p, dir) {
+                f.openings[dir] = service::opening(p.payload);
+            }
+            if dir == 0 && !f.tls_checked && starts_stream(f, p) {
+                f.tls_checked = true;
+                if let Some((sni, alpn)) = quic::tls_client_hello(p.payload) {
+                    f.sni = sni;
+                    f.alpn = alpn;
+                }
             }
         }
         mask

@@ -75,7 +75,7 @@ const TCP_COLUMNS: &[(&str, TcpValue)] = &[
     ("app_limited_ns", |s| Some(s.app_limited_ns)),
 ];
 
-/// QUIC text columns (null for other flows), after `sni` and `alpn`, which any TLS flow has.
+/// QUIC text columns (null for other flows), after `service`, `sni` and `alpn`, which other flows have too.
 type QuicText = fn(&QuicSummary) -> Option<String>;
 const QUIC_TEXT_COLUMNS: &[(&str, QuicText)] = &[
     ("quic_version", |q| q.version.clone()),
@@ -145,7 +145,7 @@ pub fn flow_schema() -> SchemaRef {
     for (name, _) in TCP_COLUMNS {
         fields.push(Field::new(*name, DataType::Int64, true));
     }
-    let text = ["sni", "alpn"].into_iter().chain(QUIC_TEXT_COLUMNS.iter().map(|c| c.0));
+    let text = ["service", "sni", "alpn"].into_iter().chain(QUIC_TEXT_COLUMNS.iter().map(|c| c.0));
     fields.extend(text.map(|name| Field::new(name, DataType::Utf8, true)));
     for (name, _) in QUIC_COLUMNS {
         fields.push(Field::new(*name, DataType::Int64, true));
@@ -213,6 +213,7 @@ pub fn flows_batch(flows: &[Flow], capture_id: &str, files: &[String], cid_seed:
     }
     let quic: Vec<Option<QuicSummary>> =
         flows.iter().map(|f| f.quic.as_deref().map(|q| q.summary(f.dir[1].packets))).collect();
+    columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| f.service()))));
     columns.push(Arc::new(StringArray::from_iter(flows.iter().map(|f| f.sni.clone()))));
     columns
         .push(Arc::new(StringArray::from_iter(flows.iter().map(|f| (!f.alpn.is_empty()).then(|| f.alpn.join(","))))));
