@@ -4,6 +4,9 @@ SPAN-style capture with every packet twice (corpus ssh-dups.pcap) the flow's 166
 connection; the overview counts QUIC flows among the UDP flows."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import duckdb
 
 from support import corpus
@@ -25,10 +28,21 @@ def test_network_duplicates_are_not_loss(tmp_path):
             "SELECT count(*) FILTER (WHERE retx_cause = 'network_duplicate'), "
             "count(*) FILTER (WHERE retx_cause <> 'network_duplicate') FROM packets").fetchall()
         lossy = con.execute("SELECT count(*) FILTER (WHERE lossy), count(*) FROM flow_facts WHERE protocol = 'tcp'").fetchall()
+        per_dir = con.execute("SELECT c2s_retx_packets, c2s_network_duplicates, s2c_retx_packets, s2c_network_duplicates "
+                              "FROM flows").fetchall()
+        by_dir = con.execute("SELECT direction, count(*) FROM packets WHERE retx_cause = 'network_duplicate' "
+                             "AND payload_len > 0 GROUP BY 1 ORDER BY 1").fetchall()
     finally:
         con.close()
     assert (dups, nondup) == (166, 0), "the capture's premise: every resend is a duplicate the SPAN made"
     assert lossy == [(0, 1)]
+    # per direction: every data resend tcptrace would count is a duplicate, as the packets say
+    assert by_dir == [("c2s", 72), ("s2c", 90)]
+    assert per_dir == [(72, 72, 90, 90)]
+    # and `tailscope conn` lists no resend for it (it showed retx 162)
+    r = subprocess.run([sys.executable, "-m", "tailscope", "conn", str(out), "-c", "retx", "-f", "csv"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.splitlines() == ["retx", "0"], r.stdout + r.stderr
     t = compute_stats(out)
     assert (metric(t, "retransmitted_packets")["numerator"], metric(t, "lossy_connections")["numerator"]) == (0, 0)
     assert metric(t, "retransmitted_packets")["denominator"] > 0

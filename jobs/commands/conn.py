@@ -22,7 +22,9 @@ DERIVED = {
     "rtt_min_ms": "round(rtt_min_ns / 1e6, 3)",
     "rtt_p50_ms": "round(rtt_p50_ns / 1e6, 3)",
     "handshake_ms": "round(coalesce(handshake_rtt_ns, quic_handshake_rtt_ns) / 1e6, 3)",
-    "retx": "coalesce(c2s_retx_packets, 0) + coalesce(s2c_retx_packets, 0) + coalesce(c2s_quic_retx, 0) + coalesce(s2c_quic_retx, 0)",
+    # what the senders resent: network duplicates (a SPAN port's or a link's copies) are no resend
+    "retx": "coalesce(c2s_retx_packets, 0) - coalesce(c2s_network_duplicates, 0) + coalesce(s2c_retx_packets, 0)"
+            " - coalesce(s2c_network_duplicates, 0) + coalesce(c2s_quic_retx, 0) + coalesce(s2c_quic_retx, 0)",
 }
 
 EPILOG = """\

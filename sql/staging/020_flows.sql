@@ -12,4 +12,10 @@ SELECT
          THEN regexp_extract(client_ip, '^([0-9a-fA-F]{{0,4}}(:[0-9a-fA-F]{{1,4}}){{0,2}})') || '::/48'
          ELSE regexp_replace(client_ip, '\.[0-9]+$', '.0') || '/24'
     END                                              AS client_prefix
-FROM {flows};
+FROM (
+    -- columns added since schema 5 (docs/schemas.md), null on flows written before them
+    SELECT * FROM {flows}
+    UNION ALL BY NAME
+    SELECT NULL::VARCHAR AS service, NULL::BIGINT AS c2s_network_duplicates, NULL::BIGINT AS s2c_network_duplicates
+    WHERE false
+);

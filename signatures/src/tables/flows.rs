@@ -47,6 +47,8 @@ const TCP_COLUMNS: &[(&str, TcpValue)] = &[
     ("retx_tlp", |s| Some(s.retx_tlp)),
     ("retx_spurious", |s| Some(s.retx_spurious)),
     ("retx_network_duplicate", |s| Some(s.retx_network_duplicate)),
+    ("c2s_network_duplicates", |s| Some(s.network_duplicates[0])),
+    ("s2c_network_duplicates", |s| Some(s.network_duplicates[1])),
     ("retx_unknown", |s| Some(s.retx_unknown)),
     ("retx_delay_p50_ns", |s| s.retx_delay_p50_ns),
     ("retx_delay_max_ns", |s| s.retx_delay_max_ns),

@@ -116,7 +116,7 @@ impl TcpState {
             }
         }
         if rtags & RETX_SPURIOUS == 0 {
-            unspurious_stats(&mut self.stats, rtags, delay);
+            unspurious_stats(&mut self.stats, rtags, delay, 1 - s.dir, rend.wrapping_sub(rseq));
             out.proved_spurious[1 - s.dir] = Some((rseq, rtags, 1));
             // Fast retransmit answers later data arriving first; the original arrived after
             // all: the data was reordered past the capture.
@@ -148,7 +148,7 @@ impl TcpState {
         }
         let mut proved = None;
         for &(_, _, tags, delay) in resends.iter().filter(|r| SeqNumber(ecr).before(r.1)) {
-            unspurious_stats(&mut self.stats, tags, delay);
+            unspurious_stats(&mut self.stats, tags, delay, 1 - s.dir, 1);
             proved = Some((seq, tags, proved.map_or(1, |p: (u32, u32, u8)| p.2 + 1)));
             // Nor by a D-SACK of the same resend that may follow (the receiver's FIN echoed the
             // first FIN's stamp, then its ACK of the duplicate carried a D-SACK: pool seeds 1-16

@@ -50,6 +50,9 @@ pub struct TcpFlowStats {
     pub retx_tlp: u64,
     pub retx_spurious: u64,
     pub retx_network_duplicate: u64,
+    /// Data packets judged network duplicates, per direction (counted in `retx_packets` too, as
+    /// tcptrace counts them): what `retx_packets` holds that the sender never resent.
+    pub network_duplicates: [u64; 2],
     pub retx_unknown: u64,
     pub out_of_order: [u64; 2],
     pub reordered: [u64; 2],

@@ -125,9 +125,9 @@ impl TcpState {
             if let Some(i) = fwd.recent_retx.iter().rposition(|&(a, b, _, _)| {
                 SeqNumber(a).at_or_before(seq) && SeqNumber(seq.wrapping_add(seglen.max(1))).at_or_before(b)
             }) {
-                let (rseq, _, rtags, delay) = fwd.recent_retx.remove(i).expect("index from rposition");
+                let (rseq, rend, rtags, delay) = fwd.recent_retx.remove(i).expect("index from rposition");
                 if rtags & RETX_SPURIOUS == 0 {
-                    unspurious_stats(&mut self.stats, rtags, delay);
+                    unspurious_stats(&mut self.stats, rtags, delay, s.dir, rend.wrapping_sub(rseq));
                     proved_spurious = Some((rseq, rtags));
                 }
                 is_retx = false;
@@ -371,8 +371,13 @@ fn take_hole(d: &mut DirSeq, seq: u32, len: u32, now: i64) -> Option<(i64, u32)>
 }
 
 /// Move a retransmission proved spurious from its cause's counters to `retx_spurious` (and out
-/// of the tail losses if it was counted as one).
-pub(super) fn unspurious_stats(s: &mut TcpFlowStats, tags: u32, delay: i64) {
+/// of the tail losses if it was counted as one). `dir` sent it; `span` is its sequence space
+/// (payload, plus one for a FIN).
+pub(super) fn unspurious_stats(s: &mut TcpFlowStats, tags: u32, delay: i64, dir: usize, span: u32) {
+    // a bare FIN spans one number and is no data packet (a one-byte segment is taken for one)
+    if tags & RETX_NETWORK_DUPLICATE != 0 && span > 1 {
+        s.network_duplicates[dir] = s.network_duplicates[dir].saturating_sub(1);
+    }
     let counter = if tags & RETX_RTO != 0 {
         &mut s.retx_rto
     } else if tags & RETX_FAST != 0 {
@@ -404,6 +409,9 @@ fn record_retx(
     if seglen > 0 {
         s.retx_packets[dir] += 1;
         s.retx_bytes[dir] += u64::from(seglen);
+        if ta & RETX_NETWORK_DUPLICATE != 0 {
+            s.network_duplicates[dir] += 1;
+        }
     }
     if ta & RETX_RTO != 0 {
         s.retx_rto += 1;
