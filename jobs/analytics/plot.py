@@ -1,11 +1,18 @@
 """A flow drill-down to look at: tcptrace/xplot's time-sequence graph and the RTT over time.
 
-Time-sequence graph (tcptrace -S, as xplot draws it): for the data direction, each segment is a
+Time-sequence graph (tcptrace -S, as xplot draws it): for one data direction, each segment is a
 vertical bar from its first to its last sequence number at the time it was seen; the other
 direction's cumulative ACK is a step line below it and ACK + receive window a step line above it
 (the sender may not go past it); SACK blocks the receiver reported are short bars at the time of
-the ACK that carried them. Retransmissions are coloured by the cause tailscope judged. Sequence
-numbers are relative to the direction's initial sequence number, as in Wireshark and tcptrace.
+the ACK that carried them. Retransmissions are marked "R" over their bar, as xplot does, in one
+colour per cause tailscope judged (a resend of a few hundred bytes is below one pixel as a bar);
+the silence before a timeout's resend (RTO, TLP) is drawn and labelled with its length. The
+y-axis spans the data's sequence range: the window line, far above it on a fast path, would squash
+the data into the bottom of the plot. Sequence numbers are relative to the direction's initial
+sequence number, as in Wireshark and tcptrace.
+
+Output: PNG, SVG, or HTML - the SVG inside one self-contained page (no network: the zoom is a few
+lines of inline script) that zooms with the mouse wheel and pans by dragging.
 """
 from __future__ import annotations
 
@@ -97,19 +104,59 @@ def _sack_relative(sack, isn: int) -> list[tuple[int, int]]:
     return [((b["left"] - isn) % 2**32, (b["right"] - isn) % 2**32) for b in (sack or [])]
 
 
+def seq_range(rows: list[dict], data_dir: str) -> tuple[int, int] | None:
+    """The sequence numbers the direction's data spans (from 0, its ISN), or None without data."""
+    ends = [r["rel_seq"] + r["payload_len"] for r in rows
+            if r["direction"] == data_dir and r["payload_len"] and r["rel_seq"] is not None]
+    return (0, max(ends)) if ends else None
+
+
+# Causes whose resend a timer fired, and the name their silence is labelled with.
+TIMEOUT_CAUSES = {"rto": "RTO", "tlp": "TLP"}
+
+
+@dataclass
+class TimeoutGap:
+    start_s: float  # the flow's last packet before the resend
+    resend_s: float
+    seq: int  # where the resend starts
+    cause: str
+
+    @property
+    def label(self) -> str:
+        return f"{TIMEOUT_CAUSES[self.cause]} {self.resend_s - self.start_s:.2g} s"
+
+
+def timeout_gaps(rows: list[dict], data_dir: str, secs) -> list[TimeoutGap]:
+    """The direction's resends a timer sent (RTO, TLP), with the silence before each: since the
+    flow's previous packet, either direction (the timer fires when nothing moves). Only a silence
+    of at least the flow's minimum RTT is one: the resends that follow an RTO in slow start go out
+    as ACKs arrive (no gap), while each backed-off repeat of a timeout has its own."""
+    floor = min((r["rtt_ns"] for r in rows if r["rtt_ns"]), default=0) / 1e9
+    gaps, prev = [], None
+    for r in rows:
+        if r["direction"] == data_dir and r["payload_len"] and r["retx_cause"] in TIMEOUT_CAUSES and prev is not None \
+                and secs(r) - secs(prev) >= floor:
+            gaps.append(TimeoutGap(secs(prev), secs(r), r["rel_seq"], r["retx_cause"]))
+        prev = r
+    return gaps
+
+
 def _time_sequence(ax, rows: list[dict], data_dir: str, secs) -> None:
     """One direction's time-sequence graph on `ax`: its data segments, the other side's ACKs,
-    ACK + receive window and SACK blocks."""
+    ACK + receive window and SACK blocks; retransmissions marked by cause, timeouts labelled."""
     from matplotlib.collections import LineCollection
 
     ack_dir = "c2s" if data_dir == "s2c" else "s2c"
     # the data direction's ISN, to make the SACK edges (absolute) relative like rel_seq/rel_ack
     isn = next(((r["seq"] - r["rel_seq"]) % 2**32 for r in rows if r["direction"] == data_dir and r["rel_seq"] is not None), 0)
-    segments = {"first": []}
+    segments, marks = {"first": []}, {}
     for r in rows:
         if r["direction"] == data_dir and r["payload_len"]:
-            x = secs(r)
-            segments.setdefault(r["retx_cause"] or "first", []).append([(x, r["rel_seq"]), (x, r["rel_seq"] + r["payload_len"])])
+            x, top = secs(r), r["rel_seq"] + r["payload_len"]
+            segments.setdefault(r["retx_cause"] or "first", []).append([(x, r["rel_seq"]), (x, top)])
+            if r["retx_cause"]:
+                marks.setdefault(r["retx_cause"], []).append((x, top))
     acks, windows, sacks = [], [], []
     for r in rows:
         if r["direction"] != ack_dir or r["rel_ack"] is None or not (r["flags"] or 0) & 0x10:
@@ -122,8 +169,8 @@ def _time_sequence(ax, rows: list[dict], data_dir: str, secs) -> None:
             sacks.append([(x, left), (x, right)])
     for key, segs in segments.items():
         if segs:
-            colour = "black" if key == "first" else CAUSE_COLOURS.get(key, "#8c564b")
-            label = "data" if key == "first" else f"retransmission: {key}"
+            colour = "black" if key == "first" else CAUSE_COLOURS.get(key, CAUSE_COLOURS["unknown"])
+            label = "data" if key == "first" else None  # the R marker carries the cause's legend entry
             ax.add_collection(LineCollection(segs, colors=colour, linewidths=1.6, label=label))
     if acks:
         ax.step(*zip(*acks), where="post", color=ACK_COLOUR, linewidth=1, label="ACK")
@@ -131,15 +178,28 @@ def _time_sequence(ax, rows: list[dict], data_dir: str, secs) -> None:
         ax.step(*zip(*windows), where="post", color=WINDOW_COLOUR, linewidth=1, label="ACK + receive window")
     if sacks:
         ax.add_collection(LineCollection(sacks, colors=SACK_COLOUR, linewidths=2.5, label="SACK blocks"))
+    for cause, points in marks.items():
+        ax.scatter(*zip(*points), marker="$R$", s=60, color=CAUSE_COLOURS.get(cause, CAUSE_COLOURS["unknown"]),
+                   zorder=5, label=f"R retransmission: {cause}", gid=f"retx-{cause}")
     ax.autoscale()
+    span = seq_range(rows, data_dir)
+    if span:
+        lo, hi = span
+        margin = max((hi - lo) * 0.04, 1)
+        ax.set_ylim(lo - margin, hi + margin)
+    for g in timeout_gaps(rows, data_dir, secs):
+        colour = CAUSE_COLOURS[g.cause]
+        ax.plot([g.start_s, g.resend_s], [g.seq, g.seq], linestyle="--", linewidth=1, color=colour)
+        ax.annotate(g.label, (g.resend_s, g.seq), xytext=(-4, 8), textcoords="offset points", ha="right",
+                    fontsize="small", color=colour, fontweight="bold")
     ax.set_ylabel(f"{data_dir}: relative sequence number")
     ax.legend(loc="upper left", fontsize="small")
     ax.grid(alpha=0.3)
 
 
-def draw(flow: FlowPackets, out: Path, direction: str | None = None) -> Path:
-    """The time-sequence graph of each direction that sent data (the one that sent more first;
-    only `direction` when given), and the RTT samples below."""
+def figure(flow: FlowPackets, direction: str | None = None):
+    """The time-sequence graph of one data direction (`direction`, or the one that sent more) and
+    the RTT samples below it, as a matplotlib Figure."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only; no display needed
@@ -148,19 +208,16 @@ def draw(flow: FlowPackets, out: Path, direction: str | None = None) -> Path:
     rows = flow.rows
     if not rows:
         raise PlotError(f"flow {flow.flow_id}: no packets in the packets table (analysed with --packets tagged/none?)")
-    first = direction or _data_direction(rows)
-    other = "c2s" if first == "s2c" else "s2c"
-    dirs = [first] if direction or not any(r["direction"] == other and r["payload_len"] for r in rows) else [first, other]
+    data_dir = direction or _data_direction(rows)
     t0 = rows[0]["ts_ns"]
 
     def secs(r):
         return (r["ts_ns"] - t0) / 1e9
 
-    fig, axes = plt.subplots(len(dirs) + 1, 1, figsize=(11, 5 + 3 * len(dirs)), height_ratios=[3] * len(dirs) + [1], sharex=True)
-    axes[0].set_title(f"flow {flow.flow_id} ({flow.capture_id}): {flow.client} → {flow.server}")
-    for ax, d in zip(axes, dirs):
-        _time_sequence(ax, rows, d, secs)
-    ax_rtt = axes[-1]
+    fig, (ax, ax_rtt) = plt.subplots(2, 1, figsize=(11, 8), height_ratios=[3, 1], sharex=True)
+    arrow = f"{flow.client} → {flow.server}" if data_dir == "c2s" else f"{flow.server} → {flow.client}"
+    ax.set_title(f"flow {flow.flow_id} ({flow.capture_id}): data {arrow}")
+    _time_sequence(ax, rows, data_dir, secs)
     rtt = {"c2s": [], "s2c": []}
     for r in rows:
         if r["rtt_ns"] is not None and r["rtt_ns"] > 0:
@@ -175,7 +232,72 @@ def draw(flow: FlowPackets, out: Path, direction: str | None = None) -> Path:
         ax_rtt.legend(loc="upper left", fontsize="small")
     ax_rtt.grid(alpha=0.3)
     fig.tight_layout()
+    return fig
+
+
+FORMATS = (".png", ".svg", ".html")
+
+# The page around the SVG: wheel zooms around the pointer, dragging pans, double-click resets
+# (the SVG's viewBox is all that changes). Inline, so the file opens offline.
+_HTML = """<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{title}</title>
+<style>body{{margin:0;font:13px sans-serif}} #plot{{width:100%;height:calc(100vh - 24px);cursor:grab}}
+#plot svg{{width:100%;height:100%}} p{{margin:4px 8px;color:#555}}</style></head>
+<body><p>{title} &mdash; wheel: zoom, drag: pan, double-click: reset</p><div id="plot">{svg}</div>
+<script>
+(function () {{
+  var svg = document.querySelector("#plot svg");
+  var home = svg.getAttribute("viewBox").split(/[ ,]+/).map(Number), vb = home.slice(), drag = null;
+  svg.removeAttribute("width"); svg.removeAttribute("height");
+  function set() {{ svg.setAttribute("viewBox", vb.join(" ")); }}
+  function at(e) {{
+    var r = svg.getBoundingClientRect(), s = Math.max(vb[2] / r.width, vb[3] / r.height);
+    return [vb[0] + (e.clientX - r.left - (r.width - vb[2] / s) / 2) * s, vb[1] + (e.clientY - r.top - (r.height - vb[3] / s) / 2) * s, s];
+  }}
+  svg.addEventListener("wheel", function (e) {{
+    e.preventDefault();
+    var p = at(e), k = e.deltaY < 0 ? 0.8 : 1.25;
+    vb = [p[0] - (p[0] - vb[0]) * k, p[1] - (p[1] - vb[1]) * k, vb[2] * k, vb[3] * k]; set();
+  }}, {{passive: false}});
+  svg.addEventListener("mousedown", function (e) {{ drag = [e.clientX, e.clientY, vb[0], vb[1], at(e)[2]]; }});
+  window.addEventListener("mouseup", function () {{ drag = null; }});
+  window.addEventListener("mousemove", function (e) {{
+    if (!drag) return;
+    vb[0] = drag[2] - (e.clientX - drag[0]) * drag[4]; vb[1] = drag[3] - (e.clientY - drag[1]) * drag[4]; set();
+  }});
+  svg.addEventListener("dblclick", function () {{ vb = home.slice(); set(); }});
+}})();
+</script></body></html>
+"""
+
+
+def check_out(out: Path) -> Path:
+    """The output file, if its suffix names a format we write."""
     out = Path(out)
-    fig.savefig(out, format=out.suffix.lstrip(".").lower() or "png", dpi=120)
-    plt.close(fig)
+    if out.suffix.lower() not in FORMATS:
+        raise PlotError(f"--out {out}: the file name must end in .png, .svg or .html")
+    return out
+
+
+def draw(flow: FlowPackets, out: Path, direction: str | None = None) -> Path:
+    """Write the flow's plot to `out`: .png, .svg, or .html (the SVG with zoom and pan)."""
+    import html
+    import io
+
+    import matplotlib.pyplot as plt
+
+    out = check_out(out)
+    kind = out.suffix.lower()
+    fig = figure(flow, direction)
+    try:
+        if kind == ".html":
+            buf = io.StringIO()
+            fig.savefig(buf, format="svg")
+            svg = buf.getvalue()
+            svg = svg[svg.index("<svg"):]  # the XML declaration and DOCTYPE do not belong inside HTML
+            out.write_text(_HTML.format(title=html.escape(f"tailscope plot: flow {flow.flow_id} ({flow.capture_id})"), svg=svg))
+        else:
+            fig.savefig(out, format=kind.lstrip("."), dpi=120)
+    finally:
+        plt.close(fig)
     return out
