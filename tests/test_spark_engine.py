@@ -338,3 +338,48 @@ def test_rerun_and_reprocess(spark, plan, tmp_path):
     redo = spark_run(inputs, tmp_path / "spark", plan, reprocess=True)
     assert redo.manifest["totals"]["files"] == 2 and redo.manifest["retired"]
     assert assert_same_tables(tmp_path / "local", tmp_path / "spark")["flows"] > 0
+
+
+def _first_ts_ns(pcap: Path, frame: int) -> int:
+    """The timestamp of a classic pcap's record `frame` (0-based; microsecond pcap)."""
+    data, pos = pcap.read_bytes(), 24
+    endian = "<" if data[:4] == b"\xd4\xc3\xb2\xa1" else ">"
+    for _ in range(frame):
+        pos += 16 + struct.unpack(endian + "I", data[pos + 8 : pos + 12])[0]
+    sec, usec = struct.unpack(endian + "II", data[pos : pos + 8])
+    return sec * 1_000_000_000 + usec * 1000
+
+
+def _refused(result) -> list[str]:
+    return [f.error for f in result.files if f.status == "failed" and f.error_kind == "input"]
+
+
+@PLANS
+def test_a_wider_window_or_a_grown_capture_is_refused(spark, plan, tmp_path):
+    """Issue 30 items 2-3, on the Spark engine by the local engine's rules (jobs/run/admission.py):
+    an input the dataset holds from a run that took a narrower --since window is refused, whether
+    named as before (judged on the driver by name and size) or copied under another name (judged
+    once hashed); a capture that grew since the dataset took its first bytes is refused. Nothing
+    is added to the packets; --reprocess is named."""
+    clean = SAMPLES / "clean.pcap"
+    windowed = tmp_path / "windowed"
+    local_run([clean], windowed, since_ns=_first_ts_ns(clean, 40))
+    held = len(rows(windowed, "packets"))
+    copy = tmp_path / "copy" / "renamed.pcap"
+    copy.parent.mkdir()
+    copy.write_bytes(clean.read_bytes())
+    for inputs in ([clean], [copy]):
+        r = spark_run(inputs, windowed, plan)
+        (why,) = _refused(r)
+        assert "took frames in [" in why and "--reprocess" in why and str(inputs[0]) in why
+        assert [f.status for f in r.files] == ["failed"] and len(rows(windowed, "packets")) == held
+
+    first, _ = split_pcap(clean, tmp_path / "landing", at_frame=40)  # tcpdump still writing
+    grown = tmp_path / "ds"
+    spark_run([first], grown, plan)
+    part = len(rows(grown, "packets"))
+    first.write_bytes(clean.read_bytes())  # the whole capture, at the same path
+    r = spark_run([first], grown, plan)
+    (why,) = _refused(r)
+    assert "grew since run" in why and "--reprocess" in why and str(first) in why
+    assert [f.status for f in r.files] == ["failed"] and len(rows(grown, "packets")) == part > 0

@@ -14,15 +14,20 @@ Nothing is counted twice and nothing is skipped without a word. An input is
   retention horizon): decoding it again would write rows the horizon hides, until the next prune.
 `--reprocess` takes held inputs (and grown captures) again and replaces their rows
 (jobs/run/reprocess.py); it re-analyses a pruned input too, whose rows stay below the horizon.
+
+`judge` decides one input by these rules; both engines call it (the local engine in `take`, the
+Spark engine on its driver and in its tasks, jobs/run/spark_engine.py and spark_groups.py).
 """
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tailscope.jobs.dataset.ledger import Entry, Ledger, window_covers
-from tailscope.jobs.run.run_model import AnalyzeOptions, FileReport, Planned, fail
+from tailscope.jobs.dataset.storage import is_url
+from tailscope.jobs.run.run_model import AnalyzeOptions, FileReport, Planned, _open_url, fail
 
 
 @dataclass
@@ -31,13 +36,14 @@ class Admission:
     below_horizon: list[str] = field(default_factory=list)  # labels skipped: pruned
 
 
-def hashes(path: Path, prefixes: list[int]) -> tuple[str, dict[int, str]]:
-    """sha256 of the file and of its first `n` bytes for each n in `prefixes`, in one pass."""
+def hashes(path: Path | str, prefixes: list[int]) -> tuple[str, dict[int, str]]:
+    """sha256 of the file (a local path or an fsspec URL) and of its first `n` bytes for each n in
+    `prefixes`, in one pass."""
     h = hashlib.sha256()
     want = sorted(n for n in set(prefixes) if n > 0)
     got: dict[int, str] = {}
     done = 0
-    with open(path, "rb") as fh:
+    with (_open_url(str(path)) if is_url(path) else open(path, "rb")) as fh:
         while True:
             size = 1 << 20
             if want and want[0] - done < size:
@@ -52,20 +58,58 @@ def hashes(path: Path, prefixes: list[int]) -> tuple[str, dict[int, str]]:
     return h.hexdigest(), got
 
 
-def grown_from(known: Ledger, p: Planned) -> list[Entry]:
-    """The dataset's entries for p's path whose content is p's first bytes (p's sha256 is set)."""
-    older = [e for e in known.by_path.get(p.report.path, []) if e.size is not None and e.size < (p.report.size or 0)
-             and e.sha256 != p.report.sha256]
+# sizes -> {size: sha256 of the input's first `size` bytes}: read only when a grown capture is
+# possible (the dataset holds a shorter input at the same path).
+PrefixHashes = Callable[[list[int]], dict[int, str]]
+
+
+def grown_entries(known: Ledger, path: str, sha256: str | None, size: int | None, prefix: PrefixHashes) -> list[Entry]:
+    """The dataset's entries for `path` whose content is this input's first bytes."""
+    older = [e for e in known.by_path.get(path, []) if e.size is not None and e.size < (size or 0) and e.sha256 != sha256]
     if not older:
         return []
-    _, prefix = hashes(p.file.path, [e.size for e in older])
-    return [e for e in older if prefix.get(e.size) == e.sha256]
+    got = prefix([e.size for e in older])
+    return [e for e in older if got.get(e.size) == e.sha256]
+
+
+def grown_from(known: Ledger, p: Planned) -> list[Entry]:
+    """The dataset's entries for p's path whose content is p's first bytes (p's sha256 is set)."""
+    return grown_entries(known, p.report.path, p.report.sha256, p.report.size, lambda sizes: hashes(p.file.path, sizes)[1])
 
 
 def _window(ns: int | None) -> str:
     import datetime as dt
 
     return "-" if ns is None else dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+TAKE, ALREADY, BELOW_HORIZON, REFUSED = "take", "already", "below_horizon", "refused"
+
+
+@dataclass
+class Verdict:
+    kind: str  # TAKE, ALREADY (skipped, its rows are in), BELOW_HORIZON (skipped, pruned), REFUSED
+    reason: str = ""  # REFUSED: the one line a user reads
+
+
+def judge(known: Ledger, label: str, sha256: str, size: int | None, options: AnalyzeOptions, prefix: PrefixHashes) -> Verdict:
+    """What an incremental run does with one input (see the module's rules)."""
+    held = known.entries.get(sha256, [])
+    if held:
+        if any(window_covers(e, options.since_ns, options.until_ns) for e in held):
+            return Verdict(ALREADY)
+        e = held[0]
+        return Verdict(REFUSED, f"{label}: the dataset holds it from run {e.run_id}, which took frames in "
+                                f"[{_window(e.since_ns)}, {_window(e.until_ns)}) only; this run asks "
+                                f"[{_window(options.since_ns)}, {_window(options.until_ns)}): --reprocess replaces its rows")
+    if sha256 in known.pruned:
+        return Verdict(BELOW_HORIZON)
+    grown = grown_entries(known, label, sha256, size, prefix)
+    if grown:
+        e = grown[0]
+        return Verdict(REFUSED, f"{label}: grew since run {e.run_id} analysed its first {e.size} bytes; reading it whole "
+                                "would count those twice: --reprocess replaces their rows with the whole file's")
+    return Verdict(TAKE)
 
 
 def take(planned: list[Planned], reports: list[FileReport], known: Ledger, options: AnalyzeOptions, sha256_of) -> Admission:
@@ -76,28 +120,16 @@ def take(planned: list[Planned], reports: list[FileReport], known: Ledger, optio
     for p in planned:
         p.report.sha256 = p.report.sha256 or sha256_of(p.file.path)
         label = p.report.path
-        held = known.entries.get(p.report.sha256, [])
-        if held:
-            if any(window_covers(e, options.since_ns, options.until_ns) for e in held):
-                adm.already.append(label)
-                reports.remove(p.report)
-            else:
-                e = held[0]
-                fail(p.report, f"{label}: the dataset holds it from run {e.run_id}, which took frames in "
-                               f"[{_window(e.since_ns)}, {_window(e.until_ns)}) only; this run asks "
-                               f"[{_window(options.since_ns)}, {_window(options.until_ns)}): --reprocess replaces its rows",
-                     kind="input")
-            continue
-        if p.report.sha256 in known.pruned:
+        v = judge(known, label, p.report.sha256, p.report.size, options, lambda sizes, p=p: hashes(p.file.path, sizes)[1])
+        if v.kind == ALREADY:
+            adm.already.append(label)
+            reports.remove(p.report)
+        elif v.kind == BELOW_HORIZON:
             adm.below_horizon.append(label)
             reports.remove(p.report)
-            continue
-        grown = grown_from(known, p)
-        if grown:
-            e = grown[0]
-            fail(p.report, f"{label}: grew since run {e.run_id} analysed its first {e.size} bytes; reading it whole "
-                           "would count those twice: --reprocess replaces their rows with the whole file's", kind="input")
-            continue
-        kept.append(p)
+        elif v.kind == REFUSED:
+            fail(p.report, v.reason, kind="input")
+        else:
+            kept.append(p)
     planned[:] = kept
     return adm

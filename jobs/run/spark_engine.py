@@ -41,7 +41,7 @@ from tailscope.jobs.dataset import ledger, storage
 from tailscope.jobs.dataset.staged import StagedPart, StagedWriter, recover
 from tailscope.jobs.enrichment.enrich import EnrichmentOptions, open_enrichment
 from tailscope.jobs.enrichment.pseudonymize import Pseudonymizer, load_key, sidecar_problem
-from tailscope.jobs.run import reprocess, spark_groups
+from tailscope.jobs.run import admission, reprocess, spark_groups
 from tailscope.jobs.run.groups import batches_pass_through_python
 from tailscope.jobs.run.run_model import (
     SESSION_COUNTERS,
@@ -403,9 +403,10 @@ def analyze(
     ledger.check_settings(ledger.Ledger(out), run_key_fingerprint(options), options.bpf_filter)
     known = ledger.Ledger(out) if options.incremental and not options.reprocess else None
     if known:
-        # Known by name and size: skipped without reading (files are immutable once shipped).
-        already = [f.label for f in files if (f.label, f.size) in known.by_name]
-        files = [f for f in files if (f.label, f.size) not in known.by_name]
+        # Known by name and size: judged without reading (files are immutable once shipped), by
+        # the local engine's rules (jobs/run/admission.py): skipped, or refused when the run that
+        # took it read a narrower --since/--until window.
+        files = _judge_known_names(files, known, reports, options, already)
 
     writer = StagedWriter(out, run_id)
     frames_df = None
@@ -429,7 +430,7 @@ def analyze(
             frames_df.count()  # decode every file once; the replay reads the persisted frames
             stats = {int(p.rsplit("/", 1)[-1][: -len(".json")]): json.loads(writer.loc.read_text(p))
                      for p in writer.loc.listdir(stats_dir) if p.endswith(".json")}
-            planned, dropped = _plan_decoded(files, stats, reports, options, {**known.pruned, **known.by_content} if known else {})
+            planned, dropped = _plan_decoded(files, stats, reports, options, known)
             already += dropped
             if options.reprocess:
                 replacement = reprocess.plan(ledger.Ledger(out), [(p.report.path, p.report.sha256) for _, p in planned])
@@ -443,8 +444,7 @@ def analyze(
                 replacement = _reprocess_plan(spark, spark_options, out, files, options, log)
                 if replacement:
                     retired, carried, rest = reprocess.stage_rest(out, replacement, run_id, storage.join(writer.stage, "rewrite"))
-            parts, totals, dropped = _by_capture_group(spark, spark_options, writer, files, reports, options, run_id, log,
-                                                       set(known.by_content) | set(known.pruned) if known else set())
+            parts, totals, dropped = _by_capture_group(spark, spark_options, writer, files, reports, options, run_id, log, known)
             already += dropped
         writer.write("files", files_table(reports, run_id))
         totals["pseudonymization"] = pseudonymization_summary(open_pseudonymizer(options))
@@ -465,8 +465,30 @@ def analyze(
     return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)
 
 
+def _judge_known_names(files, known: ledger.Ledger, reports: list[FileReport], options: AnalyzeOptions, already: list[str]):
+    """The files the dataset does not hold under their name and size; those it holds are added to
+    `already`, or to `reports` refused (admission.judge, whose grown-capture rule never applies
+    to content the dataset holds, so nothing is read here)."""
+    key_fp = run_key_fingerprint(options)
+    rest = []
+    for f in files:
+        sha = known.by_name.get((f.label, f.size))
+        if sha is None:
+            rest.append(f)
+            continue
+        v = admission.judge(known, f.label, sha, f.size, options, lambda sizes: {})
+        if v.kind == admission.REFUSED:
+            if (report := admit(f, reports, key_fp, sha)) is not None:
+                fail(report, v.reason, kind="input")
+        elif v.kind == admission.TAKE:
+            rest.append(f)
+        else:
+            already.append(f.label)
+    return rest
+
+
 def _by_capture_group(spark, spark_options, writer: StagedWriter, files, reports: list[FileReport], options: AnalyzeOptions,
-                      run_id: str, log, done: set[str]):
+                      run_id: str, log, known: ledger.Ledger | None):
     """Capture groups in tasks, each running the local engine's GroupRunner (jobs/run/spark_groups.py).
     The driver groups the files by name and reads none of them."""
     key_fp = run_key_fingerprint(options)
@@ -488,7 +510,7 @@ def _by_capture_group(spark, spark_options, writer: StagedWriter, files, reports
         fs_config=storage.config_snapshot(),
         pass_through_python=batches_pass_through_python(options),
         pseudonymize_key=load_key(options.pseudonymize_key) if options.pseudonymize_key else None,
-        done=done,
+        known=known,
         checksums=options.checksums or options.incremental or options.reprocess,
     )
     return spark_groups.collect(spark, job, reports)
@@ -508,19 +530,28 @@ def _reprocess_plan(spark, spark_options, out, files, options: AnalyzeOptions, l
                                                if shas.get(i) and not sidecar_problem(f.label, f.sidecar, key_fp)])
 
 
-def _plan_decoded(files, stats: dict[int, dict], reports: list[FileReport], options: AnalyzeOptions, done: dict):
+def _plan_decoded(files, stats: dict[int, dict], reports: list[FileReport], options: AnalyzeOptions, known: ledger.Ledger | None):
     """The local engine's plan (jobs/run/local.py _plan), from what the decode stage found: files that
-    could not be opened fail, the rest are ordered by capture group and first frame time. Files
-    whose content a committed run processed (a copy under another name) are dropped."""
+    could not be opened fail, the rest are ordered by capture group and first frame time. An
+    incremental run judges each file as the local engine does (jobs/run/admission.py): content a
+    committed run processed (a copy under another name) or pruned is dropped; a narrower window's
+    input or a capture that grew is refused."""
     key_fp = run_key_fingerprint(options)
     planned, dropped = [], []
     for file_no, f in enumerate(files):
         s = stats.get(file_no, {"open_error": f"{f.label}: the decode stage reported nothing for this file"})
-        if s.get("sha256") and s["sha256"] in done:
-            dropped.append(f.label)
-            continue
+        verdict = None
+        if known is not None and s.get("sha256"):
+            verdict = admission.judge(known, f.label, s["sha256"], f.size, options,
+                                      lambda sizes, f=f: admission.hashes(f.url or f.path, sizes)[1])
+            if verdict.kind in (admission.ALREADY, admission.BELOW_HORIZON):
+                dropped.append(f.label)
+                continue
         report = admit(f, reports, key_fp, s.get("sha256"))
         if report is None:
+            continue
+        if verdict is not None and verdict.kind == admission.REFUSED:
+            fail(report, verdict.reason, kind="input")
             continue
         if "open_error" in s:
             fail(report, s["open_error"])

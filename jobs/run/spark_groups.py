@@ -25,10 +25,12 @@ import pyarrow as pa
 
 from tailscope import _native
 from tailscope.jobs.dataset import storage
+from tailscope.jobs.dataset.ledger import Ledger
 from tailscope.jobs.dataset.staged import StagedPart, StagedWriter
 from tailscope.jobs.enrichment.enrich import open_enrichment
 from tailscope.jobs.enrichment.enrich_options import unenriched_summary
 from tailscope.jobs.enrichment.pseudonymize import Pseudonymizer
+from tailscope.jobs.run import admission
 from tailscope.jobs.run.groups import GroupRunner
 from tailscope.jobs.run.inputs import InputFile
 from tailscope.jobs.run.run_model import SESSION_COUNTERS, AnalyzeOptions, FileReport, Planned, fail, plan_order, sha256_of
@@ -131,8 +133,9 @@ class GroupJob:
     options: AnalyzeOptions
     fs_config: dict
     pass_through_python: bool
-    # sha256 of the contents committed runs hold (dropped: a copy under another name)
-    done: set[str]
+    # the dataset's ledger for an incremental run (None: take every file): each file is judged by
+    # the local engine's rules (jobs/run/admission.py)
+    known: Ledger | None
     checksums: bool
     # the Crypto-PAn key (the executors do not read the driver's key file)
     pseudonymize_key: bytes | None = None
@@ -200,8 +203,13 @@ def _plan_file(f: InputFile, group: str, report: FileReport, job: GroupJob, path
         fail(report, f"{f.label}: {exc}")
         return None
     report.sha256 = sha
-    if sha is not None and sha in job.done:
-        return DROPPED
+    if sha is not None and job.known is not None:
+        v = admission.judge(job.known, f.label, sha, f.size, job.options, lambda sizes: admission.hashes(local, sizes)[1])
+        if v.kind in (admission.ALREADY, admission.BELOW_HORIZON):
+            return DROPPED
+        if v.kind == admission.REFUSED:
+            fail(report, v.reason, kind="input")
+            return None
     try:
         info = _native.probe(local)
     except _native.CaptureFileError as exc:
