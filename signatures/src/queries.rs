@@ -840,7 +840,11 @@ fn charge(q: &mut Query, s: &Seen) {
     let delay = s.retx_delay_ns.unwrap_or(0);
     let charges = q.charges.len();
     if s.retx_delay_ns.is_some() && s.tags & (tags::SYN_RETRANSMISSION | tags::SYNACK_RETRANSMISSION) == 0 {
-        q.retransmissions += 1;
+        let copy = s.tags & tags::RETX_NETWORK_DUPLICATE != 0;
+        // a copy the network made is no resend: charged (as no repair) but not counted
+        if !copy {
+            q.retransmissions += 1;
+        }
         let sig = if s.tags & tags::TAIL_LOSS != 0 || s.tail_episode {
             "tail_loss"
         } else if s.tags & tags::RETX_RTO != 0 {
@@ -854,7 +858,6 @@ fn charge(q: &mut Query, s: &Seen) {
         } else {
             "retransmission"
         };
-        let copy = s.tags & tags::RETX_NETWORK_DUPLICATE != 0;
         let repair = !matches!(sig, "spurious_retransmission") && !copy;
         q.charges.add_resend(sig, delay, s.ts_ns, !copy, !s.c2s && repair, (s.c2s, s.seq));
     }
@@ -1131,6 +1134,23 @@ mod tests {
         assert!(q.charges.items().any(|(sig, _)| sig == "zero_window"));
         let b = crate::budget::budget(q);
         assert_eq!(b.get(crate::budget::Part::RwndLimited), 4_901 * MS, "from the zero window to the next send");
+    }
+
+    /// ssh-dups.pcap (a SPAN port that copies every packet): a query's response copied by the
+    /// network has one retransmission, the sender's resend, not the copies (issue 30 item 8).
+    #[test]
+    fn network_copies_are_no_retransmissions_of_the_query() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&seen(true, 50, 100, 100, true, 500));
+        t.observe(&seen(false, 60, 500, 1000, true, 200));
+        let copy = seen(false, 60, 500, 1000, false, 200);
+        t.observe(&Seen { tags: tags::RETRANSMISSION | tags::RETX_NETWORK_DUPLICATE, retx_delay_ns: Some(0), ..copy });
+        t.observe(&seen(false, 300, 500, 1000, false, 200)); // the RTO resend
+        t.observe(&seen(true, 340, 200, 0, false, 1500));
+        t.close();
+        assert_eq!(t.done.len(), 1);
+        assert_eq!(t.done[0].retransmissions, 1);
     }
 
     #[test]
