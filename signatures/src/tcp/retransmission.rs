@@ -5,7 +5,7 @@
 
 use tailscope_parsers::decode::{TCP_FIN, TCP_RST, TCP_SYN};
 
-use super::cause::{classify, timer_fired};
+use super::cause::{classify, network_copy, timer_fired};
 use super::direction::{sender_and_peer, DirSeq, RecoveryKind, MAX_HOLES};
 use super::handshake::Vantage;
 use super::wireshark::OOO_DEFAULT_NS;
@@ -102,8 +102,16 @@ impl TcpState {
         // Every packet of the sender counts (a pure ACK sent after the held segment too); a SYN's
         // ID may come from another counter.
         let tsval = s.tcp.ts.map(|t| t.0).filter(|_| flags & TCP_SYN == 0);
-        let stamped_before = tsval.zip(fwd.newest_tsval).is_some_and(|(v, newest)| SeqNumber(v).before(newest))
+        let held_looking = tsval.zip(fwd.newest_tsval).is_some_and(|(v, newest)| SeqNumber(v).before(newest))
             || numbered_before(fwd, s.ip_id.filter(|_| flags & TCP_SYN == 0));
+        // A network copy of a segment already seen (its ID, sequence and length) carries that
+        // segment's ID and stamp, behind what the sender sent since: no held original, but a
+        // retransmission that `classify` names network_duplicate (a capture with TTL-127/128
+        // copies: 43 copies were called reordered before this test came first).
+        let copy_fields = (s.ack, s.window, s.tcp.ts.map(|x| x.0));
+        let is_copy = !fresh
+            && network_copy(fwd.segments.latest_exact(seq, seglen), seq, seglen, now, s.ip_id, copy_fields);
+        let stamped_before = held_looking && !is_copy;
         // And the converse: stamped after everything seen from the sender, it left after the
         // segment that showed its hole, so it is no original held from before that segment.
         let stamped_after = tsval.zip(fwd.newest_tsval).is_some_and(|(v, newest)| SeqNumber(v).after(newest));

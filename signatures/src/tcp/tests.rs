@@ -241,6 +241,33 @@ fn a_late_hole_filler_numbered_before_later_packets_is_reordered() {
     assert!(cause(&resend).is_some(), "a resend: the next ID");
 }
 
+/// A copy the network made of a segment already seen (the same IPv4 ID, sequence and length;
+/// a router's second copy, one TTL lower) arrives after later packets of a sender that numbers
+/// its packets: its ID is behind theirs, but it is no held original, it is a network duplicate
+/// (a public capture's TTL-127/128 copies: 43 were called reordered). With timestamps, its
+/// stamp is the original's, behind too: the same.
+#[test]
+fn a_network_copy_after_later_packets_is_a_duplicate_not_reordering() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = TcpState::default();
+    feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, Some(8));
+    feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, Some(0));
+    feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, Some(9));
+    for i in 0..5u32 {
+        feed(&mut st, 0, 41, c + 1 + 1000 * i, s + 1, PA, 1000, 65535, Some(10 + i));
+    }
+    let copy = feed(&mut st, 0, 42, c + 2001, s + 1, PA, 1000, 65535, Some(12));
+    assert_eq!((copy.tags & REORDERED, cause(&copy)), (0, Some("network_duplicate")));
+    assert_eq!((st.stats.retx_network_duplicate, st.stats.reorder_extent_max_ns), (1, 0));
+
+    let mut st = handshake_at_client_ts(c, s);
+    for i in 0..4u32 {
+        feed_ts(&mut st, 1, 100 + i64::from(i), s + 1 + 1000 * i, c + 1, PA, 1000, (1000 + i, 140));
+    }
+    let copy = feed_ts(&mut st, 1, 105, s + 1001, c + 1, PA, 1000, (1001, 140));
+    assert_eq!((copy.tags & REORDERED, cause(&copy)), (0, Some("network_duplicate")));
+}
+
 /// One packet with SACK blocks (in the other direction's sequence space).
 fn feed_sack(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, sack: &[(u32, u32)]) -> Analysis {
     let mut tcp = TcpInfo { seq, ack, flags: A, window: 65535, header_len: 20, ..TcpInfo::default() };
