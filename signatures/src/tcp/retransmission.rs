@@ -109,8 +109,8 @@ impl TcpState {
         // retransmission that `classify` names network_duplicate (a capture with TTL-127/128
         // copies: 43 copies were called reordered before this test came first).
         let copy_fields = (s.ack, s.window, s.tcp.ts.map(|x| x.0));
-        let is_copy = !fresh
-            && network_copy(fwd.segments.latest_exact(seq, seglen), seq, seglen, now, s.ip_id, copy_fields);
+        let is_copy =
+            !fresh && network_copy(fwd.segments.latest_exact(seq, seglen), seq, seglen, now, s.ip_id, copy_fields);
         let stamped_before = held_looking && !is_copy;
         // And the converse: stamped after everything seen from the sender, it left after the
         // segment that showed its hole, so it is no original held from before that segment.
@@ -130,10 +130,10 @@ impl TcpState {
         // spurious (randomized lab pool 1-96: client segments held 74-76 ms on RTTs of 41-71
         // ms, draw0028_reordering and draw0092_reordering, 3 reordering flows missed).
         if far && stamped_before && (not_advanced || (spurious && !late_original)) {
-            if let Some(i) = fwd.recent_retx.iter().rposition(|&(a, b, _, _)| {
+            if let Some(i) = fwd.recent_retx.iter().rposition(|&(a, b, _, _, _)| {
                 SeqNumber(a).at_or_before(seq) && SeqNumber(seq.wrapping_add(seglen.max(1))).at_or_before(b)
             }) {
-                let (rseq, rend, rtags, delay) = fwd.recent_retx.remove(i).expect("index from rposition");
+                let (rseq, rend, rtags, delay, _) = fwd.recent_retx.remove(i).expect("index from rposition");
                 if rtags & RETX_SPURIOUS == 0 {
                     unspurious_stats(&mut self.stats, rtags, delay, s.dir, rend.wrapping_sub(rseq));
                     proved_spurious = Some((rseq, rtags));
@@ -259,7 +259,7 @@ impl TcpState {
             if fwd.recent_retx.len() >= MAX_HOLES {
                 fwd.recent_retx.pop_front();
             }
-            fwd.recent_retx.push_back((seq, seq.wrapping_add(span), *ta, now - first_ts));
+            fwd.recent_retx.push_back((seq, seq.wrapping_add(span), *ta, now - first_ts, now));
         }
         // One that has closed sends none; the echo in the ACK that covers the FIN then tells
         // whether the first FIN had arrived (`ack::eifel_fin`).

@@ -709,3 +709,31 @@ fn a_timer_resend_after_duplicate_acks_is_no_tail_loss() {
     let rto = feed(&mut st, 1, 600, s + 1, c + 101, PA, 1000, 65535, None);
     assert_eq!((cause(&rto), rto.tags & TAIL_LOSS), (Some("rto"), 0));
 }
+
+/// A server-side capture, no timestamps, no SACK, RTT 40 ms: segment 1 of five is held on the
+/// way, the client's three duplicate ACKs bring a fast retransmit, whose copy is lost; the
+/// held original arrives and the client's ACK of everything comes 2 ms after the resend left.
+/// No ACK of the resend could come back before a round trip: it answered the original, the
+/// resend was spurious (no D-SACK, no echo to say so). 40 ms after the resend it proves nothing.
+#[test]
+fn an_ack_sooner_than_a_round_trip_after_a_fast_retransmit_makes_it_spurious() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |ack_ms: i64| {
+        let mut st = handshake_and_request(c, s);
+        for i in 0..5u32 {
+            feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+        }
+        feed(&mut st, 0, 90, c + 101, s + 1001, A, 0, 65535, None);
+        for ms in 91..94 {
+            feed(&mut st, 0, ms, c + 101, s + 1001, A, 0, 65535, None);
+        }
+        let resend = feed(&mut st, 1, 94, s + 1001, c + 101, PA, 1000, 65535, None);
+        assert_eq!(cause(&resend), Some("fast_retransmit"));
+        let ack = feed(&mut st, 0, ack_ms, c + 101, s + 5001, A, 0, 65535, None);
+        (ack.proved_spurious[1], st.stats.retx_fast, st.stats.retx_spurious, st.stats.reordered[1])
+    };
+    let (proved, fast, spurious, reordered) = run(96);
+    assert_eq!((proved.map(|p| p.0), fast, spurious, reordered), (Some(s + 1001), 0, 1, 1));
+    let (proved, fast, spurious, _) = run(134);
+    assert_eq!((proved, fast, spurious), (None, 1, 0));
+}
