@@ -440,7 +440,7 @@ fn check_explanation(file: &str, m: &Mismatch, why: &str, flow_first_sni: Option
     }
 }
 
-/// Every UDP datagram of all 60 captures (QUIC or not, malformed or not) goes through the
+/// Every UDP datagram of all 61 captures (QUIC or not, malformed or not) goes through the
 /// header parser (with several DCID lengths), the Initial decryptor, the Retry check and the
 /// ClientHello parser without a panic.
 #[test]
