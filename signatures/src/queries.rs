@@ -188,8 +188,9 @@ pub struct Query {
     /// TLS over TCP: every client segment counted in its request so far was a control record
     /// (see `control_record`).
     control_only: bool,
-    /// Where the response's bytes begin, the largest response segment, and the client's ACKs
-    /// advancing through it before the one covering its end (see `delivered`).
+    /// Where the response's bytes begin, its largest segment (at most the server's MSS: see
+    /// `Seen::server_mss`), and the client's ACKs advancing through it before the one covering
+    /// its end (see `delivered`).
     response_start_seq: Option<u32>,
     mss: u32,
     acks: AckPace,
@@ -316,6 +317,10 @@ pub struct Seen {
     /// After this packet the server is held by the client's receive window (closed, or too
     /// full for another segment: crate::pathology's rule, evaluated on the server's sends).
     pub rwnd_limited: bool,
+    /// The server's segment size so far (`TcpState::server_mss`): its largest segment, never
+    /// above the MSS the client's SYN offered, so a TSO/GSO super-segment of a capture taken
+    /// above the NIC (up to 64 kB) is no MSS.
+    pub server_mss: u32,
 }
 
 /// What a segment of a TLS connection carries, read from the record headers it starts with
@@ -574,7 +579,7 @@ impl QueryTracker {
             q.response_packets += 1;
             q.response_end_seq = Some(s.server_next_seq);
             q.response_start_seq.get_or_insert(s.seq);
-            q.mss = q.mss.max(s.seglen);
+            q.mss = q.mss.max(s.seglen.min(s.server_mss));
             q.acked_ns = None;
         }
         if !s.c2s && s.seglen > 0 && q.first_byte_ns.is_some() {
@@ -902,6 +907,7 @@ mod tests {
             hole: None,
             tls: None,
             rwnd_limited: false,
+            server_mss: u32::MAX,
         }
     }
 
@@ -940,6 +946,26 @@ mod tests {
         assert!((82 * MS..=83 * MS).contains(&q.end_ns()), "{}", q.end_ns());
         let q = response_with_last_ack(90); // 8 ms later: no delayed ACK to undo
         assert_eq!(q.end_ns(), 90 * MS);
+    }
+
+    /// A capture above TSO/GSO: the response leaves as three 20,000-byte super-segments (the
+    /// client's SYN offered 1,448). The client's last ACK covers 20,000 bytes at once, 40 ms
+    /// after the one before: a receiver ACKs every second full-size segment at once, so that is
+    /// no delayed ACK of a lone last segment, and the query ends at it. Taking the largest
+    /// segment for the MSS, it was undone as one (the query ended 40 ms early).
+    #[test]
+    fn a_super_segment_is_no_mss_for_the_delayed_ack_rule() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&seen(true, 40, 100, 300, true, 500));
+        for i in 0..3 {
+            t.observe(&Seen { server_mss: 1448, ..seen(false, 41, 500 + i * 20_000, 20_000, true, 400) });
+        }
+        t.observe(&seen(true, 80, 400, 0, false, 20_500));
+        t.observe(&seen(true, 81, 400, 0, false, 40_500));
+        t.observe(&seen(true, 121, 400, 0, false, 60_500));
+        t.close();
+        assert_eq!(t.done.remove(0).end_ns(), 121 * MS);
     }
 
     /// A segment of `len` bytes starting with TLS records of these (type, body length).

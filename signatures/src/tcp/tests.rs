@@ -241,6 +241,33 @@ fn a_late_hole_filler_numbered_before_later_packets_is_reordered() {
     assert!(cause(&resend).is_some(), "a resend: the next ID");
 }
 
+/// A copy the network made of a segment already seen (the same IPv4 ID, sequence and length;
+/// a router's second copy, one TTL lower) arrives after later packets of a sender that numbers
+/// its packets: its ID is behind theirs, but it is no held original, it is a network duplicate
+/// (a public capture's TTL-127/128 copies: 43 were called reordered). With timestamps, its
+/// stamp is the original's, behind too: the same.
+#[test]
+fn a_network_copy_after_later_packets_is_a_duplicate_not_reordering() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = TcpState::default();
+    feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, Some(8));
+    feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, Some(0));
+    feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, Some(9));
+    for i in 0..5u32 {
+        feed(&mut st, 0, 41, c + 1 + 1000 * i, s + 1, PA, 1000, 65535, Some(10 + i));
+    }
+    let copy = feed(&mut st, 0, 42, c + 2001, s + 1, PA, 1000, 65535, Some(12));
+    assert_eq!((copy.tags & REORDERED, cause(&copy)), (0, Some("network_duplicate")));
+    assert_eq!((st.stats.retx_network_duplicate, st.stats.reorder_extent_max_ns), (1, 0));
+
+    let mut st = handshake_at_client_ts(c, s);
+    for i in 0..4u32 {
+        feed_ts(&mut st, 1, 100 + i64::from(i), s + 1 + 1000 * i, c + 1, PA, 1000, (1000 + i, 140));
+    }
+    let copy = feed_ts(&mut st, 1, 105, s + 1001, c + 1, PA, 1000, (1001, 140));
+    assert_eq!((copy.tags & REORDERED, cause(&copy)), (0, Some("network_duplicate")));
+}
+
 /// One packet with SACK blocks (in the other direction's sequence space).
 fn feed_sack(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, sack: &[(u32, u32)]) -> Analysis {
     let mut tcp = TcpInfo { seq, ack, flags: A, window: 65535, header_len: 20, ..TcpInfo::default() };
@@ -681,4 +708,32 @@ fn a_timer_resend_after_duplicate_acks_is_no_tail_loss() {
     }
     let rto = feed(&mut st, 1, 600, s + 1, c + 101, PA, 1000, 65535, None);
     assert_eq!((cause(&rto), rto.tags & TAIL_LOSS), (Some("rto"), 0));
+}
+
+/// A server-side capture, no timestamps, no SACK, RTT 40 ms: segment 1 of five is held on the
+/// way, the client's three duplicate ACKs bring a fast retransmit, whose copy is lost; the
+/// held original arrives and the client's ACK of everything comes 2 ms after the resend left.
+/// No ACK of the resend could come back before a round trip: it answered the original, the
+/// resend was spurious (no D-SACK, no echo to say so). 40 ms after the resend it proves nothing.
+#[test]
+fn an_ack_sooner_than_a_round_trip_after_a_fast_retransmit_makes_it_spurious() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |ack_ms: i64| {
+        let mut st = handshake_and_request(c, s);
+        for i in 0..5u32 {
+            feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+        }
+        feed(&mut st, 0, 90, c + 101, s + 1001, A, 0, 65535, None);
+        for ms in 91..94 {
+            feed(&mut st, 0, ms, c + 101, s + 1001, A, 0, 65535, None);
+        }
+        let resend = feed(&mut st, 1, 94, s + 1001, c + 101, PA, 1000, 65535, None);
+        assert_eq!(cause(&resend), Some("fast_retransmit"));
+        let ack = feed(&mut st, 0, ack_ms, c + 101, s + 5001, A, 0, 65535, None);
+        (ack.proved_spurious[1], st.stats.retx_fast, st.stats.retx_spurious, st.stats.reordered[1])
+    };
+    let (proved, fast, spurious, reordered) = run(96);
+    assert_eq!((proved.map(|p| p.0), fast, spurious, reordered), (Some(s + 1001), 0, 1, 1));
+    let (proved, fast, spurious, _) = run(134);
+    assert_eq!((proved, fast, spurious), (None, 1, 0));
 }
