@@ -55,6 +55,10 @@ pub struct InferredQueries {
     /// The server's last Initial packet before the client's first Handshake packet.
     server_initial_last_ns: Option<i64>,
     client_handshake_ns: Option<i64>,
+    /// The client's first Handshake or 1-RTT packet (RFC 9312 §4.8.1): a client sends 1-RTT data
+    /// only with the handshake keys, after its Finished. At snaplen 256 quic-go's Handshake
+    /// packet coalesced behind a 1,252-byte Initial is cut off; its request is the first sign.
+    client_keys_ns: Option<i64>,
     /// The latest server data packet (time, size) and the largest seen.
     last_server_data: Option<(i64, u32)>,
     server_max: u32,
@@ -80,6 +84,7 @@ impl InferredQueries {
         if dir == 0 {
             if handshake {
                 self.client_handshake_ns.get_or_insert(ts_ns);
+                self.client_keys_ns.get_or_insert(ts_ns);
             } else {
                 self.first_initial_ns.get_or_insert(ts_ns);
             }
@@ -97,7 +102,7 @@ impl InferredQueries {
     /// the server's first packet. The other leg is the peer's processing time: the larger is
     /// the RTT. `decrypted`: the Initials' own measure, when they could be read.
     pub fn rtt_ns(&self, decrypted: Option<i64>) -> Option<i64> {
-        let server_leg = self.client_handshake_ns.zip(self.server_first_ns).map(|(c, s)| c - s);
+        let server_leg = self.client_keys_ns.zip(self.server_first_ns).map(|(c, s)| c - s);
         let client_leg = self.server_first_ns.zip(self.first_initial_ns).map(|(s, c)| s - c);
         decrypted.or(server_leg.max(client_leg)).filter(|&r| r > 0)
     }
@@ -123,7 +128,7 @@ impl InferredQueries {
 
     /// The capture is at the server's side: the handshake's server leg is the longer.
     fn server_side(&self) -> bool {
-        let server_leg = self.client_handshake_ns.zip(self.server_first_ns).map(|(c, s)| c - s);
+        let server_leg = self.client_keys_ns.zip(self.server_first_ns).map(|(c, s)| c - s);
         let client_leg = self.server_first_ns.zip(self.first_initial_ns).map(|(s, c)| s - c);
         server_leg.is_some() && server_leg >= client_leg
     }
@@ -133,6 +138,10 @@ impl InferredQueries {
     pub fn one_rtt(&mut self, dir: usize, ts_ns: i64, len: u32, dcid_len: usize, rtt: Option<i64>) {
         let body = len.saturating_sub(1 + dcid_len as u32 + AEAD_TAG);
         if dir == 0 {
+            // only once the server answered: a 1-RTT packet before that is out of order
+            if self.server_first_ns.is_some() {
+                self.client_keys_ns.get_or_insert(ts_ns);
+            }
             self.sample_path_rtt(ts_ns, body);
             self.client(ts_ns, len, body, self.path_or(rtt));
         } else {

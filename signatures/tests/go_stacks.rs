@@ -4,8 +4,8 @@
 //! .jsonl beside each is the client's own log of its requests: the truth). Issue 32.
 
 use arrow_array::cast::AsArray;
-use arrow_array::Array;
 use arrow_array::types::{Int64Type, TimestampNanosecondType};
+use arrow_array::Array;
 use tailscope_signatures::session::{Session, SessionConfig};
 
 const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata");
@@ -165,7 +165,25 @@ fn query_spans(name: &str) -> Vec<(i64, i64)> {
 /// request found once, each within one RTT of the client's own duration.
 #[test]
 fn path_mtu_probes_neither_extend_nor_open_queries() {
-    let name = "go-h3-pmtu";
+    assert_within_rtt("go-h3-pmtu", 200_000_000);
+}
+
+/// Item 3, flows "with no RTT": quic-go's client coalesces its Handshake packet behind a padded
+/// 1,252-byte Initial; at snaplen 256 the capture shows the Initial only, and the first Handshake
+/// packet seen was an ACK 200 ms later, so the handshake's server leg came out 402 ms on a
+/// 200 ms path and every window built on it (mid-response, the ACK run) doubled: three
+/// requests in one query, 2 of 6 found (the third connection of a 3 x 6 run, cut to its flow:
+/// go-h3-coalesced). The client's request (1-RTT: it has the handshake keys) is the first sign
+/// of its Finished.
+#[test]
+fn a_handshake_packet_cut_off_by_the_snaplen_is_no_longer_rtt() {
+    assert_within_rtt("go-h3-coalesced", 200_000_000);
+}
+
+/// Every request of the client's log found once, no other query, each starting within 3/4 of
+/// the path's `rtt_ns` after the client sent it (the server sees it a one-way delay later) and
+/// lasting within one RTT of the client's own duration.
+fn assert_within_rtt(name: &str, rtt_ns: i64) {
     let text = std::fs::read_to_string(format!("{TESTDATA}/{name}.jsonl")).expect("the truth");
     let num = |l: &str, k: &str| -> i64 {
         let v = l.split(&format!("\"{k}\":")).nth(1).expect(k);
@@ -173,12 +191,14 @@ fn path_mtu_probes_neither_extend_nor_open_queries() {
     };
     let want: Vec<(i64, i64)> = text.lines().map(|l| (num(l, "start_ns"), num(l, "end_ns"))).collect();
     let found = query_spans(name);
-    assert_eq!(found.len(), want.len(), "queries {found:?} for requests {want:?}");
-    const RTT: i64 = 200_000_000;
+    assert_eq!(found.len(), want.len(), "{name}: queries {found:?} for requests {want:?}");
     for (i, ((fs, fe), (ws, we))) in found.iter().zip(&want).enumerate() {
-        // the server sees a request one way (100 ms) after the client sent it
-        assert!((0..RTT * 3 / 4).contains(&(fs - ws)), "request {i}: a query starts {} ms after it", (fs - ws) / 1_000_000);
+        assert!(
+            (0..rtt_ns * 3 / 4).contains(&(fs - ws)),
+            "{name}: request {i}: a query starts {} ms after it",
+            (fs - ws) / 1_000_000
+        );
         let err = (fe - fs) - (we - ws);
-        assert!(err.abs() <= RTT, "request {i}: duration off by {} ms", err / 1_000_000);
+        assert!(err.abs() <= rtt_ns, "{name}: request {i}: duration off by {} ms", err / 1_000_000);
     }
 }
