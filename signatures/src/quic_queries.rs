@@ -184,7 +184,10 @@ impl InferredQueries {
             });
         let answered = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
         let data = body >= DATA_MIN;
-        let opens = data && (!answered || !mid_response || body >= DATA_MIN_MID_RESPONSE);
+        // A lone padded datagram while the response streams is a probe (quic-go probes the path
+        // MTU mid-download): taken for a request, it split the response in two (issue 32).
+        let request_sized = body >= DATA_MIN_MID_RESPONSE && len < PADDED_MIN;
+        let opens = data && (!answered || !mid_response || request_sized);
         // A lone padded datagram nobody answered, then a data packet sent apart from it: the
         // first was a probe (PMTU, PATH_CHALLENGE), the second starts the request; an upload's
         // packets follow its first within a send burst.
