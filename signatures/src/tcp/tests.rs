@@ -241,6 +241,31 @@ fn a_late_hole_filler_numbered_before_later_packets_is_reordered() {
     assert!(cause(&resend).is_some(), "a resend: the next ID");
 }
 
+/// A hole filled soon after it showed (younger than the reordering share of the RTT) by a packet
+/// numbered after everything seen from its sender left after the segment that showed the hole: a
+/// resend of a segment lost before the capture, not a held original, even when its TSval is the
+/// same millisecond's (client-side capture, pool draw0014_bottleneck_client: a fast retransmit
+/// 11.8 ms after the hole on a 28 ms path was called reordered).
+#[test]
+fn a_young_hole_filler_numbered_after_the_newest_is_a_resend() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |fill_id: u32| {
+        let mut st = TcpState::default();
+        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, Some(8));
+        feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, Some(0));
+        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, Some(9));
+        for (i, id) in [(0u32, 10u32), (2, 12), (3, 13), (4, 14)] {
+            feed(&mut st, 0, 41, c + 1 + 1000 * i, s + 1, PA, 1000, 65535, Some(id));
+        }
+        feed(&mut st, 0, 45, c + 1001, s + 1, PA, 1000, 65535, Some(fill_id))
+    };
+    let held = run(11);
+    assert_ne!(held.tags & REORDERED, 0, "numbered before the segments that passed it: held");
+    let resend = run(15);
+    assert_eq!(resend.tags & REORDERED, 0, "numbered after every segment seen: a resend");
+    assert!(cause(&resend).is_some());
+}
+
 /// A copy the network made of a segment already seen (the same IPv4 ID, sequence and length;
 /// a router's second copy, one TTL lower) arrives after later packets of a sender that numbers
 /// its packets: its ID is behind theirs, but it is no held original, it is a network duplicate
