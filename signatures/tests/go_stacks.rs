@@ -10,16 +10,26 @@ use tailscope_signatures::session::{Session, SessionConfig};
 
 const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata");
 
-/// (each query's start, in order - the first SYN for a connection's first, as the client's clock
-/// starts with its connection; each flow's SNI) of a capture.
-fn analyze(name: &str) -> (Vec<i64>, Vec<Option<String>>) {
-    let bytes = std::fs::read(format!("{TESTDATA}/{name}.pcap")).expect("the fixture");
+/// A session that has read the whole capture `bytes` (named `name`) and finished.
+fn run_to_end(bytes: Vec<u8>, name: &str) -> Session {
     let mut s = Session::new(SessionConfig::default(), "t");
     let mut cur = s.open_bytes(bytes, name).expect("a capture");
     while !cur.done {
         s.step(&mut cur, 1000);
     }
     s.finish();
+    s
+}
+
+/// A fixture of signatures/testdata, by name.
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{TESTDATA}/{name}.pcap")).expect("the fixture")
+}
+
+/// (each query's start, in order - the first SYN for a connection's first, as the client's clock
+/// starts with its connection; each flow's SNI) of a capture.
+fn analyze(name: &str) -> (Vec<i64>, Vec<Option<String>>) {
+    let mut s = run_to_end(fixture(name), name);
     let (mut starts, mut snis) = (Vec::new(), Vec::new());
     for d in s.take_output(true) {
         if let Some(q) = d.queries {
@@ -93,13 +103,7 @@ fn the_sni_comes_from_a_resent_client_hello() {
 /// the handshake RTT is measured from the copy the client answered, not the repeat (~4 ms).
 #[test]
 fn a_server_initial_repeat_the_client_did_not_need_is_no_loss() {
-    let bytes = std::fs::read(format!("{TESTDATA}/go-h3-handshake.pcap")).expect("the fixture");
-    let mut s = Session::new(SessionConfig::default(), "t");
-    let mut cur = s.open_bytes(bytes, "go-h3-handshake").expect("a capture");
-    while !cur.done {
-        s.step(&mut cur, 1000);
-    }
-    s.finish();
+    let mut s = run_to_end(fixture("go-h3-handshake"), "go-h3-handshake");
     let flows: Vec<_> = s.take_output(true).into_iter().filter_map(|d| d.flows).collect();
     let f = flows.iter().find(|f| f.num_rows() > 0).expect("the QUIC flow");
     let retx = f.column_by_name("quic_server_initial_retx").unwrap().as_primitive::<Int64Type>().value(0);
@@ -121,12 +125,7 @@ fn a_small_first_record_long_after_a_response_is_a_request() {
     let Ok(bytes) = std::fs::read(path) else {
         panic!("the public corpus at {path}");
     };
-    let mut s = Session::new(SessionConfig::default(), "t");
-    let mut cur = s.open_bytes(bytes, "tls1.2").expect("a capture");
-    while !cur.done {
-        s.step(&mut cur, 1000);
-    }
-    s.finish();
+    let mut s = run_to_end(bytes, "tls1.2");
     let q: Vec<_> = s.take_output(true).into_iter().filter_map(|d| d.queries).filter(|q| q.num_rows() > 0).collect();
     let packets = q[0].column_by_name("request_packets").unwrap().as_primitive::<arrow_array::types::UInt64Type>();
     assert_eq!((q[0].num_rows(), packets.value(0)), (1, 2));
@@ -134,13 +133,7 @@ fn a_small_first_record_long_after_a_response_is_a_request() {
 
 /// (start - its connection setup, end) of each query of a capture, in order.
 fn query_spans(name: &str) -> Vec<(i64, i64)> {
-    let bytes = std::fs::read(format!("{TESTDATA}/{name}.pcap")).expect("the fixture");
-    let mut s = Session::new(SessionConfig::default(), "t");
-    let mut cur = s.open_bytes(bytes, name).expect("a capture");
-    while !cur.done {
-        s.step(&mut cur, 1000);
-    }
-    s.finish();
+    let mut s = run_to_end(fixture(name), name);
     let mut out = Vec::new();
     for q in s.take_output(true).into_iter().filter_map(|d| d.queries) {
         let start = q.column_by_name("start").unwrap().as_primitive::<TimestampNanosecondType>();

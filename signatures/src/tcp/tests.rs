@@ -215,24 +215,27 @@ fn compacting_a_closed_flow_keeps_its_analysis() {
     assert_eq!(late(&mut compact), late(&mut st));
 }
 
+/// An upload on a 40 ms path whose segments 0, 2, 3, 4 (IPv4 IDs 10, 12, 13, 14) arrive at 41
+/// ms; segment 1 arrives at `fill_ms` with ID `fill_id` (11: the original; 15: a resend).
+fn upload_with_hole_filled(fill_ms: i64, fill_id: u32) -> Analysis {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = TcpState::default();
+    feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, Some(8));
+    feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, Some(0));
+    feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, Some(9));
+    for (i, id) in [(0u32, 10u32), (2, 12), (3, 13), (4, 14)] {
+        feed(&mut st, 0, 41, c + 1 + 1000 * i, s + 1, PA, 1000, 65535, Some(id));
+    }
+    feed(&mut st, 0, fill_ms, c + 1001, s + 1, PA, 1000, 65535, Some(fill_id))
+}
+
 /// A client segment held on the way for longer than half the RTT fills its hole too late to be
 /// told from a resend by age; its IPv4 ID, behind those of packets already seen from a sender
 /// that numbers its packets, says it left first: reordered (randomized lab pool, c2s holds of
 /// 10-80 ms). A resend takes the next ID and stays a retransmission.
 #[test]
 fn a_late_hole_filler_numbered_before_later_packets_is_reordered() {
-    let (c, s) = (1_000u32, 5_000u32);
-    let run = |held_id: u32| {
-        let mut st = TcpState::default();
-        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, Some(8));
-        feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, Some(0));
-        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, Some(9));
-        // segments 0, 2, 3, 4 of an upload (IDs 10, 12, 13, 14); segment 1 (ID 11) is held
-        for (i, id) in [(0u32, 10u32), (2, 12), (3, 13), (4, 14)] {
-            feed(&mut st, 0, 41, c + 1 + 1000 * i, s + 1, PA, 1000, 65535, Some(id));
-        }
-        feed(&mut st, 0, 80, c + 1001, s + 1, PA, 1000, 65535, Some(held_id))
-    };
+    let run = |held_id: u32| upload_with_hole_filled(80, held_id);
     let held = run(11);
     assert_ne!(held.tags & REORDERED, 0, "the original, 39 ms late (RTT 40 ms)");
     assert_eq!(cause(&held), None);
@@ -248,17 +251,7 @@ fn a_late_hole_filler_numbered_before_later_packets_is_reordered() {
 /// 11.8 ms after the hole on a 28 ms path was called reordered).
 #[test]
 fn a_young_hole_filler_numbered_after_the_newest_is_a_resend() {
-    let (c, s) = (1_000u32, 5_000u32);
-    let run = |fill_id: u32| {
-        let mut st = TcpState::default();
-        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, Some(8));
-        feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, Some(0));
-        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, Some(9));
-        for (i, id) in [(0u32, 10u32), (2, 12), (3, 13), (4, 14)] {
-            feed(&mut st, 0, 41, c + 1 + 1000 * i, s + 1, PA, 1000, 65535, Some(id));
-        }
-        feed(&mut st, 0, 45, c + 1001, s + 1, PA, 1000, 65535, Some(fill_id))
-    };
+    let run = |fill_id: u32| upload_with_hole_filled(45, fill_id);
     let held = run(11);
     assert_ne!(held.tags & REORDERED, 0, "numbered before the segments that passed it: held");
     let resend = run(15);
