@@ -87,6 +87,19 @@ fn http2_control_records_open_no_query() {
     assert_matches("go-h2-window", 2_000_000);
 }
 
+/// Item 2 on a long path (the two-stack lab's draw stack0009_queue, 67 ms RTT, one HTTP/2
+/// connection cut out; tests/lab/go): the client's connection preface and SETTINGS reach the
+/// server, which answers with its own SETTINGS while the first request is still on its way -
+/// read as an exchange of its own, it was an extra query and the request lost its connection
+/// setup (72 ms against the client's 216). At the end the connection's WINDOW_UPDATE, sent as
+/// the client read the last body, and the close 50 ms later opened a query nobody answered.
+/// One query per request, each starting within one way (34 ms) and a little of the client's
+/// send.
+#[test]
+fn http2_preface_and_parting_window_update_are_no_queries() {
+    assert_matches("go-h2-preface", 40_000_000);
+}
+
 /// Item 5: the ClientHello's first segment was lost before the capture, which shows its second
 /// segment first, then the resend: the SNI is read from the resend, and the handshake is still
 /// no query.
