@@ -37,6 +37,37 @@ for cmd in "${!PKG[@]}"; do
   fi
 done
 
+# The two-stack lab (tests/lab/go: quic-go HTTP/3, Go's HTTP/2 and HTTP/1.1) needs Go >= 1.24 and
+# its modules. Go is taken from PATH or /usr/local/go; when there is none (Debian's golang-go is
+# too old), the toolchain the Go module proxy serves as a module is unpacked into
+# /usr/local/lib/tailscope-go (GOTOOLCHAIN's own mechanism, done by hand because no Go runs yet).
+GO_VERSION=1.26.8
+go_deps() {
+  local go
+  go=$(command -v go || true)
+  [ -z "$go" ] && [ -x /usr/local/go/bin/go ] && go=/usr/local/go/bin/go
+  [ -z "$go" ] && [ -x /usr/local/lib/tailscope-go/bin/go ] && go=/usr/local/lib/tailscope-go/bin/go
+  if [ -z "$go" ] || ! "$go" version | grep -Eq 'go1\.(2[4-9]|[3-9][0-9])'; then
+    local proxy=${GOPROXY:-https://proxy.golang.org}
+    proxy=${proxy%%,*}
+    local zip
+    zip=$(mktemp --suffix=.zip)
+    echo "install-lab-deps: Go $GO_VERSION from $proxy"
+    timeout 600 curl -fsSL -o "$zip" "$proxy/golang.org/toolchain/@v/v0.0.1-go$GO_VERSION.linux-amd64.zip"
+    rm -rf /usr/local/lib/tailscope-go.tmp && mkdir -p /usr/local/lib/tailscope-go.tmp
+    (cd /usr/local/lib/tailscope-go.tmp && python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall('.')" "$zip")
+    rm -f "$zip"
+    rm -rf /usr/local/lib/tailscope-go
+    mv "/usr/local/lib/tailscope-go.tmp/golang.org/toolchain@v0.0.1-go$GO_VERSION.linux-amd64" /usr/local/lib/tailscope-go
+    rm -rf /usr/local/lib/tailscope-go.tmp
+    chmod -R a+rX /usr/local/lib/tailscope-go && chmod a+x /usr/local/lib/tailscope-go/bin/* /usr/local/lib/tailscope-go/pkg/tool/*/*
+    go=/usr/local/lib/tailscope-go/bin/go
+  fi
+  (cd "$(dirname "$0")/../tests/lab/go" && timeout 600 "$go" mod download) \
+    && echo "install-lab-deps: Go modules of tests/lab/go present ($("$go" version))"
+}
+go_deps
+
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "install-lab-deps: all lab tools present"
   exit 0

@@ -188,7 +188,7 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
         res.files = {k: out / f"{sc.name}.{suffix}" for k, suffix in
                      (("keylog", "keys.log"), ("client_qlog", "client.qlog"), ("server_log", "server.jsonl"),
                       ("server_qlog", "server.qlog"))}
-    elif sc.app != "tcp":
+    elif sc.app not in ("tcp", "go"):
         raise LabError(f"scenario {sc.name}: unknown app {sc.app!r}")
     for p in (res.pcap, res.emulator_log, res.client_log, res.meta, *res.files.values()):
         p.unlink(missing_ok=True)
@@ -251,6 +251,14 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
                 server_cmd = python_module("tests.lab.quic_apps", "server", work / "server.json")
                 plan_extra = {"cert": str(cert), "keylog": str(res.files["keylog"]),
                               "qlog": str(res.files["client_qlog"])}
+            elif sc.app == "go":
+                # quic-go HTTP/3 and Go's HTTP/2 + HTTP/1.1 on one port (go/lab.py)
+                from .go.lab import binaries
+                bins = binaries()
+                (work / "server.json").write_text(json.dumps({"addr": server_addr, "port": sc.port, "bin": bins,
+                                                                  "cc": sc.cc}))
+                server_cmd = python_module("tests.lab.go.lab", "serve", work / "server.json")
+                plan_extra = {"bin": bins}
             else:
                 server_cmd = python_module("tests.lab.apps", "server", server_addr, sc.port, sc.cc)
             server = Background(server_cmd, ns=topo.server, name="server", ready=r"^READY")
@@ -274,7 +282,7 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
             try:
                 sampler = impair.QueueSampler(tbf).start() if tbf else None
                 extra_records.append({"ts_ns": time.time_ns(), "action": "traffic_start"})
-                client_mod = "tests.lab.quic_apps" if sc.app == "quic" else "tests.lab.apps"
+                client_mod = {"quic": "tests.lab.quic_apps", "go": "tests.lab.go.lab"}.get(sc.app, "tests.lab.apps")
                 client = Background(python_module(client_mod, "client", work / "plan.json", res.client_log),
                                     ns=topo.client, name="client")
                 procs.append(client)

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -18,12 +19,14 @@ import (
 	"io"
 	"log"
 	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 )
 
@@ -56,7 +59,9 @@ type record struct {
 	StartNs int64  `json:"start_ns"`
 	FirstNs int64  `json:"first_byte_ns"`
 	EndNs   int64  `json:"end_ns"`
-	Error   string `json:"error,omitempty"`
+	// the connection's UDP port: the lab joins the log to the capture's flow by it
+	LocalPort int    `json:"local_port"`
+	Error     string `json:"error,omitempty"`
 }
 
 func main() {
@@ -97,7 +102,22 @@ func main() {
 	}
 	out := json.NewEncoder(os.Stdout)
 	for c := 0; c < *conns; c++ {
-		tr := &http3.Transport{TLSClientConfig: &tls.Config{ServerName: *name, InsecureSkipVerify: true}}
+		// One UDP socket per connection, opened here so its port is known (http3's own dial
+		// hides it).
+		var local int
+		dial := func(ctx context.Context, addr string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+			raddr, err := net.ResolveUDPAddr("udp", addr)
+			if err != nil {
+				return nil, err
+			}
+			udp, err := net.ListenUDP("udp", nil)
+			if err != nil {
+				return nil, err
+			}
+			local = udp.LocalAddr().(*net.UDPAddr).Port
+			return (&quic.Transport{Conn: udp}).DialEarly(ctx, raddr, tlsCfg, cfg)
+		}
+		tr := &http3.Transport{TLSClientConfig: &tls.Config{ServerName: *name, InsecureSkipVerify: true}, Dial: dial}
 		client := &http.Client{Transport: tr}
 		for i, n := range sizes {
 			rec := record{Conn: c, Index: i, Proto: "HTTP/3.0", Size: n, StartNs: time.Now().UnixNano()}
@@ -108,6 +128,7 @@ func main() {
 				resp.Body.Close()
 			}
 			rec.EndNs = time.Now().UnixNano()
+			rec.LocalPort = local
 			if err != nil {
 				rec.Error = err.Error()
 			}

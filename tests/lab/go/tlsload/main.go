@@ -4,11 +4,12 @@
 // byte, end, size) as JSON lines. Go's default TLS config offers the post-quantum key share
 // X25519MLKEM768 (Go >= 1.24), so its ClientHello is ~1.5 kB: two segments at MTU 1500.
 //
-//	tlsload -listen ADDR                         (server only)
+//	tlsload -listen ADDR [-cc cubic]             (server only)
 //	tlsload -connect ADDR -proto h2 -sizes 1000,175000 -gap 50ms -conns 2 > truth.jsonl
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -26,8 +27,27 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
+
+// congestion: the TCP congestion control every socket gets (-cc; empty: the namespace's
+// default). Set per socket as the Python lab apps do: a network namespace may only switch its
+// default to the host's allowed list, a socket of a privileged process to any loaded one.
+var congestion string
+
+func setCC(network, address string, c syscall.RawConn) error {
+	if congestion == "" {
+		return nil
+	}
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptString(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CONGESTION, congestion)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
 
 func selfSigned(name string) tls.Certificate {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -68,7 +88,12 @@ func serve(addr, name string) {
 		Handler:   mux,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{selfSigned(name)}},
 	}
-	log.Fatal(srv.ListenAndServeTLS("", ""))
+	// accepted connections inherit the listener's congestion control
+	ln, err := (&net.ListenConfig{Control: setCC}).Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Fatal(srv.ServeTLS(ln, "", ""))
 }
 
 // One request as the client saw it: the truth a capture's queries are scored against.
@@ -87,7 +112,7 @@ type record struct {
 func client(addr, name, proto string, sizes []int, gap time.Duration, conn int, out *json.Encoder) {
 	var local int
 	dial := func(network, a string) (net.Conn, error) {
-		c, err := net.Dial(network, a)
+		c, err := (&net.Dialer{Control: setCC}).Dial(network, a)
 		if err == nil {
 			local = c.LocalAddr().(*net.TCPAddr).Port
 		}
@@ -132,6 +157,7 @@ func main() {
 	sizesFlag := flag.String("sizes", "1000,175000,20000", "response sizes, one request each, in order")
 	gap := flag.Duration("gap", 50*time.Millisecond, "pause after each response")
 	conns := flag.Int("conns", 1, "connections, one after the other, each sending the whole plan")
+	flag.StringVar(&congestion, "cc", "", "TCP congestion control of every socket (default: the system's)")
 	flag.Parse()
 	if *listen != "" {
 		serve(*listen, *name)

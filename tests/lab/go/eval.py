@@ -1,0 +1,277 @@
+"""The two-stack lab scored (issue 32): tailscope without keys against the clients' own logs.
+
+    sudo python -m tests.lab.go.eval --seeds 0-9 --out /tmp/stacks     # run the draws, score, print
+    python -m tests.lab.go.eval --seeds 0-9 --out /tmp/stacks --reuse   # re-score finished runs
+
+Per draw (go/draws.py) and protocol (h3 = quic-go, h2 and h1 = Go's crypto/tls + net/http):
+Requests found.  Per connection (the client's port), requests in time order; a request is found
+    when an unmatched query of that flow starts between its send and its last byte (of several,
+    the one whose response size is closest): quic_queries_eval's rule. A query left over is extra.
+Within one RTT.  |query latency - client's (last byte - send)| <= the path's RTT (2 x delay), the
+    query's latency as query_facts gives it (sql/marts/020_query_facts.sql: latency_ns, plus
+    setup_ns for a connection's first query - Go's client dials inside its first request).
+QUIC handshake RTT.  The flow's quic_handshake_rtt_ns within HANDSHAKE_TOL of the path's RTT, over
+    the QUIC flows whose first HANDSHAKE_DGRAMS datagrams each way the relay neither dropped nor
+    held (a lost or held handshake packet makes the round trip the repair's).
+Initial loss.  At this server-side capture every relay drop is before the capture: a lost
+    ClientHello shows as one ClientHello, so `quic_initial_loss` is never true here; and
+    `quic_server_initial_loss` is true only when the relay dropped one of the server's first
+    HANDSHAKE_DGRAMS datagrams. A flag otherwise is a false positive.
+Tail reduction.  Per family, over its draws: 1 - p95(HTTP/3) / p95(HTTP/2), from the clients'
+    durations (the truth) and from tailscope's query latencies (query_facts': every complete query
+    of the transport's flows, setup included for first queries; DuckDB's quantile_cont). Target: within TAIL_POINTS of the
+    clients', and of their sign where the clients' reduction is farther than that from zero
+    (nearer, a sign is within the target's own tolerance).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..harness import ScenarioResult, load_finished, run_scenarios
+from ..quic_queries_eval import _by_port, _ns, _tables, quantile
+from .draws import FAMILIES, PROTOS, stack_pool
+
+FOUND_TARGET, EXTRA_TARGET, WITHIN_TARGET = 0.95, 0.05, 0.90
+HANDSHAKE_TARGET, HANDSHAKE_TOL_NS = 0.95, 5_000_000
+HANDSHAKE_DGRAMS = 3
+TAIL_Q, TAIL_POINTS = 0.95, 0.15
+CI_SEEDS = "0-9"          # two draws per family
+
+
+@dataclass
+class ProtoScore:
+    requests: int = 0
+    found: int = 0
+    within: int = 0
+    extra: int = 0
+    queries: int = 0
+    details: list = field(default_factory=list)
+
+
+@dataclass
+class DrawScore:
+    name: str
+    family: str
+    rtt_ns: int
+    protos: dict = field(default_factory=lambda: {p: ProtoScore() for p in PROTOS})
+    client_ms: dict = field(default_factory=lambda: collections.defaultdict(list))   # proto -> durations
+    query_ms: dict = field(default_factory=lambda: collections.defaultdict(list))    # proto -> latencies
+    handshake: list = field(default_factory=list)        # (ok, detail) per scored QUIC flow
+    initial_fp: list = field(default_factory=list)       # details
+    server_initial_truth: int = 0
+    server_initial_found: int = 0
+
+
+def _relay_udp(res: ScenarioResult) -> dict:
+    """(client port) -> {"c2s"|"s2c": [(dgram_n, action, held)]} from the relay log."""
+    out: dict = collections.defaultdict(lambda: {"c2s": [], "s2c": []})
+    for r in res.emulator_records():
+        if r.get("proto") != "udp" or r.get("action") not in ("forward", "drop"):
+            continue
+        port = r["sport"] if r["dir"] == "c2s" else r["dport"]
+        out[port][r["dir"]].append((r.get("dgram_n"), r["action"], bool(r.get("rule_kind") == "reorder")))
+    return out
+
+
+def user_latency_ns(q: dict) -> int:
+    """A query's latency as query_facts gives it: a connection's first query includes its setup."""
+    return (q["latency_ns"] or 0) + ((q.get("setup_ns") or 0) if q["query_index"] == 0 else 0)
+
+
+def score(res: ScenarioResult) -> DrawScore:
+    p = res.params
+    ds = DrawScore(res.name, res.name.split("_", 1)[1], int(2 * p["delay_ms"] * 1e6))
+    flows, queries = _tables(res.pcap)
+    flow_of, qs = _by_port(flows, queries)
+    reqs = [r for r in res.requests() if r.get("ok")]
+    relay = _relay_udp(res)
+    for proto in PROTOS:
+        ps = ds.protos[proto]
+        kind = "quic" if proto == "h3" else "tcp"
+        mine = [r for r in reqs if r["proto"] == proto]
+        ps.requests = len(mine)
+        ds.client_ms[proto] += [(r["t_last_byte_ns"] - r["t_send_ns"]) / 1e6 for r in mine]
+        for port in sorted({r["sport"] for r in mine}):
+            f = flow_of.get((port, kind))
+            cands = list(qs[f["flow_id"]]) if f else []
+            ps.queries += len(cands)
+            ds.query_ms[proto] += [user_latency_ns(q) / 1e6 for q in cands if q.get("complete")]
+            used = set()
+            for r in sorted((r for r in mine if r["sport"] == port), key=lambda r: r["t_send_ns"]):
+                window = [i for i, q in enumerate(cands) if i not in used
+                          and r["t_send_ns"] <= _ns(q["start"]) <= r["t_last_byte_ns"]]
+                hit = min(window, key=lambda i: abs((cands[i]["response_bytes"] or 0) - r["resp_bytes"]), default=None)
+                client_ns = r["t_last_byte_ns"] - r["t_send_ns"]
+                where = f"{res.name} {proto} port {port} request {r['round']}.{r['index']} ({r['resp_bytes']} B)"
+                if hit is None:
+                    ps.details.append(f"missed {where}: client {client_ns / 1e6:.0f} ms")
+                    continue
+                used.add(hit)
+                ps.found += 1
+                got = user_latency_ns(cands[hit])
+                if abs(got - client_ns) <= ds.rtt_ns:
+                    ps.within += 1
+                else:
+                    ps.details.append(f"outside one RTT {where}: query {got / 1e6:.0f} ms vs client "
+                                      f"{client_ns / 1e6:.0f} ms (RTT {ds.rtt_ns / 1e6:.0f} ms)")
+            for i, q in enumerate(cands):
+                if i not in used:
+                    ps.extra += 1
+                    ps.details.append(f"extra {res.name} {proto} port {port}: query at "
+                                      f"{(_ns(q['start']) - min(r['t_send_ns'] for r in mine)) / 1e6:.0f} ms, "
+                                      f"{q['response_bytes']} B, {q['latency_ns'] / 1e6:.0f} ms")
+            if kind != "quic" or f is None:
+                continue
+            d = relay.get(port, {"c2s": [], "s2c": []})
+            first = d["c2s"][:HANDSHAKE_DGRAMS] + d["s2c"][:HANDSHAKE_DGRAMS]
+            sigs = set(f.get("signatures") or [])
+            hs = f.get("quic_handshake_rtt_ns")
+            if not any(a == "drop" or held for _, a, held in first):
+                ok = hs is not None and abs(hs - ds.rtt_ns) <= HANDSHAKE_TOL_NS
+                ds.handshake.append((ok, f"{res.name} port {port}: handshake RTT "
+                                         f"{'-' if hs is None else f'{hs / 1e6:.1f}'} ms, path {ds.rtt_ns / 1e6:.1f} ms"))
+            if "quic_initial_loss" in sigs:
+                ds.initial_fp.append(f"{res.name} port {port}: quic_initial_loss (relay drops before the capture: "
+                                     f"c2s {[n for n, a, _ in d['c2s'][:HANDSHAKE_DGRAMS] if a == 'drop']})")
+            lost_sh = any(a == "drop" for _, a, _ in d["s2c"][:HANDSHAKE_DGRAMS])
+            ds.server_initial_truth += lost_sh
+            if "quic_server_initial_loss" in sigs:
+                if lost_sh:
+                    ds.server_initial_found += 1
+                else:
+                    ds.initial_fp.append(f"{res.name} port {port}: quic_server_initial_loss, relay dropped none of "
+                                         f"the server's first {HANDSHAKE_DGRAMS} datagrams")
+    return ds
+
+
+@dataclass
+class Evaluation:
+    draws: list
+    failed: dict
+
+    def totals(self, proto: str) -> ProtoScore:
+        t = ProtoScore()
+        for d in self.draws:
+            s = d.protos[proto]
+            t.requests += s.requests
+            t.found += s.found
+            t.within += s.within
+            t.extra += s.extra
+            t.queries += s.queries
+            t.details += s.details
+        return t
+
+    def per_family(self, proto: str) -> dict:
+        out = {}
+        for fam in FAMILIES:
+            t = ProtoScore()
+            for d in self.draws:
+                if d.family == fam:
+                    s = d.protos[proto]
+                    t.requests += s.requests
+                    t.found += s.found
+                    t.within += s.within
+                    t.extra += s.extra
+                    t.queries += s.queries
+            out[fam] = t
+        return out
+
+    def handshake(self) -> list:
+        return [h for d in self.draws for h in d.handshake]
+
+    def initial_fp(self) -> list:
+        return [x for d in self.draws for x in d.initial_fp]
+
+    def tail(self, family: str, base: str = "h2") -> dict | None:
+        """The family's QUIC tail reduction against `base`: {"clients": r, "tailscope": r}."""
+        out = {}
+        for who, attr in (("clients", "client_ms"), ("tailscope", "query_ms")):
+            q3 = quantile([x for d in self.draws if d.family == family for x in getattr(d, attr)["h3"]], TAIL_Q)
+            qb = quantile([x for d in self.draws if d.family == family for x in getattr(d, attr)[base]], TAIL_Q)
+            if not q3 or not qb:
+                return None
+            out[who] = 1 - q3 / qb
+            out[f"{who}_p95"] = (q3, qb)
+        return out
+
+
+def tail_ok(t: dict) -> bool:
+    c, g = t["clients"], t["tailscope"]
+    return abs(g - c) <= TAIL_POINTS and (abs(c) <= TAIL_POINTS or (c > 0) == (g > 0))
+
+
+def evaluate(results: dict) -> Evaluation:
+    ok = {n: r for n, r in results.items() if not isinstance(r, Exception) and not r.problems}
+    failed = {n: (r if isinstance(r, Exception) else r.problems) for n, r in results.items() if n not in ok}
+    return Evaluation([score(r) for r in ok.values()], failed)
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{a}/{b} = {a / b:.1%}" if b else "—"
+
+
+def format_table(ev: Evaluation, details: int = 8) -> str:
+    out = [f"two-stack lab: {len(ev.draws)} draws scored" + (f", failed runs: {ev.failed}" if ev.failed else ""), ""]
+    out.append(f"{'protocol':9s} {'family':11s} {'found':>18s} {'extra':>16s} {'within one RTT':>18s}")
+    for proto in PROTOS:
+        for fam, t in [*ev.per_family(proto).items(), ("all", ev.totals(proto))]:
+            if t.requests or t.queries:
+                out.append(f"{proto:9s} {fam:11s} {_pct(t.found, t.requests):>18s} {_pct(t.extra, t.queries):>16s} "
+                           f"{_pct(t.within, t.found):>18s}")
+    hs = ev.handshake()
+    out.append("")
+    out.append(f"QUIC handshake RTT within {HANDSHAKE_TOL_NS / 1e6:.0f} ms of the path: "
+               f"{_pct(sum(ok for ok, _ in hs), len(hs))}")
+    out.append(f"Initial-loss flags where the relay dropped nothing of the handshake: {len(ev.initial_fp())}; "
+               f"server Initial lost {sum(d.server_initial_truth for d in ev.draws)}, flagged "
+               f"{sum(d.server_initial_found for d in ev.draws)}")
+    out.append("")
+    out.append(f"QUIC tail reduction, 1 - p{TAIL_Q * 100:.0f}(HTTP/3) / p{TAIL_Q * 100:.0f}(HTTP/2) "
+               f"(clients | tailscope; target within {TAIL_POINTS * 100:.0f} points, same sign):")
+    for fam in FAMILIES:
+        t = ev.tail(fam)
+        if t:
+            out.append(f"   {fam:11s} clients {t['clients']:+.0%} (p95 {t['clients_p95'][0]:.0f} vs "
+                       f"{t['clients_p95'][1]:.0f} ms) | tailscope {t['tailscope']:+.0%} (p95 "
+                       f"{t['tailscope_p95'][0]:.0f} vs {t['tailscope_p95'][1]:.0f} ms) "
+                       f"{'ok' if tail_ok(t) else 'MISS'}")
+    for proto in PROTOS:
+        d = ev.totals(proto).details
+        if d:
+            out.append(f"\n{proto}: {len(d)} misses")
+            out += [f"   {x}" for x in d[:details]]
+    bad = [x for ok, x in hs if not ok] + ev.initial_fp()
+    if bad:
+        out.append("\nQUIC handshake:")
+        out += [f"   {x}" for x in bad[:details]]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..draws import parse_seeds
+    ap = argparse.ArgumentParser(prog="python -m tests.lab.go.eval", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", default=CI_SEEDS)
+    ap.add_argument("--out", default="lab-stacks")
+    ap.add_argument("--reuse", action="store_true")
+    ap.add_argument("--parallel", type=int, default=3)
+    ap.add_argument("--details", type=int, default=12)
+    a = ap.parse_args(argv)
+    scs = stack_pool(parse_seeds(a.seeds))
+    out = Path(a.out)
+    results = load_finished(out, scs) if a.reuse else run_scenarios(scs, out, max_parallel=a.parallel,
+                                                                     return_exceptions=True)
+    ev = evaluate(results)
+    text = format_table(ev, a.details)
+    print(text)
+    (out / "stacks-table.txt").write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
