@@ -378,9 +378,7 @@ fn control_record(s: &Seen) -> bool {
 /// after the client's pause). A next request within one round trip keeps the earlier start: an
 /// error below one RTT.
 fn restarts(q: &Query, s: &Seen) -> bool {
-    s.c2s
-        && q.control_only
-        && q.first_byte_ns.is_none()
+    s.c2s && q.control_only && q.first_byte_ns.is_none()
 }
 
 /// The client sent this burst before the open exchange's answer could have reached it: it came
@@ -395,7 +393,9 @@ fn restarts(q: &Query, s: &Seen) -> bool {
 fn unseen_answer(q: &Query, s: &Seen) -> bool {
     s.c2s
         && !q.tls_handshake
-        && q.first_byte_ns.zip(s.rtt_min_ns).is_some_and(|(first, rtt)| rtt >= UNSEEN_MIN_RTT_NS && s.ts_ns - first < rtt / 2)
+        && q.first_byte_ns
+            .zip(s.rtt_min_ns)
+            .is_some_and(|(first, rtt)| rtt >= UNSEEN_MIN_RTT_NS && s.ts_ns - first < rtt / 2)
 }
 
 /// Below this capture-to-client round trip (a client-side capture, a LAN) `unseen_answer` decides
