@@ -103,6 +103,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "when fewer captures than N are left each capture's flows are spread over the spare threads "
                         "(shards keyed by flow, as tcptrace-style analysis needs). The dataset is the same for any N. "
                         "Each capture in flight holds its own flow table and batches (about 100 MiB on busy traffic)")
+    p.add_argument("--compact-over", type=int, default=None, metavar="N",
+                   help="after the run, compact each date partition holding more than N part files (default: 24, a day "
+                        "of hourly runs; 0: never): readers see old or new files, never both (tailscope compact)")
     p.add_argument("--pseudonymize-clients", type=Path, metavar="KEYFILE",
                    help="store client addresses as Crypto-PAn pseudonyms keyed by KEYFILE (32 bytes, raw or hex: "
                         "openssl rand -hex 32); enrichment still reads the real address; docs/privacy.md")
@@ -280,6 +283,7 @@ def _run(args: argparse.Namespace, summary_to=None) -> int:
     except tuple(usage_errors) as exc:
         print(f"tailscope analyze: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    _compact_after(args, result)
     if args.json:
         import json
 
@@ -306,3 +310,19 @@ def _run(args: argparse.Namespace, summary_to=None) -> int:
     if totals["files_partial"] or totals["files_failed"]:
         return EXIT_SOME_INPUTS_FAILED
     return EXIT_OK
+
+
+def _compact_after(args: argparse.Namespace, result) -> None:
+    """`--compact-over N`: a run that committed compacts the partitions holding more than N parts
+    (jobs/dataset/compact.py COMPACT_OVER is the default; 0 never). A local dataset only."""
+    from tailscope.jobs.dataset import compact
+    from tailscope.jobs.dataset.storage import is_url
+
+    over = compact.COMPACT_OVER if args.compact_over is None else args.compact_over
+    if over <= 0 or is_url(args.out) or not result.manifest.get("outputs"):
+        return
+    try:
+        compact.compact(args.out, over=over, log=lambda m: print(f"tailscope analyze: {m}", file=sys.stderr))
+    except (compact.CompactError, OSError) as exc:
+        # the run is committed; its small parts stay until a later compaction
+        print(f"tailscope analyze: warning: compaction after the run failed: {exc}", file=sys.stderr)
