@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from conftest import read_table
-from support import pcapgen
+from support import corpus, pcapgen
 from tailscope.jobs.run.local import AnalyzeOptions, analyze
 
 
@@ -49,3 +49,19 @@ def test_gquic_version_and_sni(tmp_path, version):
     assert (fl["protocol"], fl["quic_version"], fl["sni"]) == ("quic", f"gquic-{version.decode()}", "www.example.com")
     # None of the IETF signatures are read from these headers (no spin bit, no handshake states).
     assert not fl["signatures"]
+
+
+def test_gquic_q035_public_captures(tmp_path):
+    """nDPI's YouTube capture (corpus; nDPI's wechat.pcap shows the same on three more flows): Chrome's Q035 CHLOs carry public flags 0x0d,
+    both connection-ID bits set for an 8-byte ID (Chromium's old coding), which was taken for a
+    diversification nonce: the flows stayed `udp` with no version or SNI. Every gQUIC flow tshark
+    names is now quic with its version and the CHLO's SNI, as tshark reads them."""
+    pcaps = [str(corpus.pcap_path("youtube_quic.pcap"))]
+    run = analyze(pcaps, tmp_path / "out", AnalyzeOptions(progress=False), argv=[])
+    got = sorted((f["client_port"], f["protocol"], f["quic_version"], f["sni"])
+                 for f in read_table(run.out, "flows") if f["server_port"] == 443 and f["protocol"] != "tcp")
+    assert got == [
+        (53859, "quic", "gquic-Q035", "googleads.g.doubleclick.net"),
+        (54997, "quic", "gquic-Q035", "pagead2.googlesyndication.com"),
+        (56074, "quic", "gquic-Q035", "yt3.ggpht.com"),
+    ]

@@ -658,3 +658,27 @@ def test_budget_scoring_pairs_queries_with_responses_and_scores_each_row():
     rows[CLEAN_ROW] = Row(CLEAN_ROW, "query", None, kind="clean")
     score_draw("d", truth, outputs, res, rows)
     assert (rows[CLEAN_ROW].tp, rows[CLEAN_ROW].fp) == (1, 1), rows[CLEAN_ROW].details
+
+
+def test_truth_queueing_counts_the_acks_wait_after_the_relay_wrote_it():
+    """Issue 29 item 10: the queueing in an RTT sample is what the packets waited, as measured -
+    the ACK's wait from the relay's TUN write to the server's capture as well (a loaded machine
+    queues there; the capture's RTT shows it). Without it, 30 ms of measured wait is missing."""
+    from tests.lab.truth import Tx, queue_samples
+    flow = ("198.18.1.2", 40000, "198.18.2.2", 8443)
+    ms = 1_000_000
+
+    def fwd(direction, seq, ack, length, cap_ms, rx_ms, out_ms, tsval=None, flags="A"):
+        rec = {"action": "forward", "prop_ms": 10.0, "rx_ts_ns": rx_ms * ms, "ts_ns": out_ms * ms}
+        return Tx(direction, flow, cap_ms * ms, seq, ack, flags, length, tsval=tsval, frame=1,
+                  cap_ts_ns=cap_ms * ms, rec=rec)
+    # data captured and read by the relay at 0, released at 10 (10 ms one way: no queueing)
+    data = [fwd("s2c", 1000, 1, 1000, 0, 0, 10)]
+    # the client's ACK read at 12 (TSval 12: the least offset, no client-side wait), released at
+    # 22, captured at the server at 52: 30 ms after the relay wrote it
+    acks = [fwd("c2s", 1, 1000, 0, 52, 12, 22, tsval=12), fwd("c2s", 1, 2000, 0, 52, 12, 22, tsval=12)]
+    got = [round(q, 3) for _, q in queue_samples(data, acks, 10.0)]
+    assert got == [30.0], got
+    # captured as the relay wrote it: nothing waited
+    acks = [fwd("c2s", 1, 1000, 0, 22, 12, 22, tsval=12), fwd("c2s", 1, 2000, 0, 22, 12, 22, tsval=12)]
+    assert [round(q, 3) for _, q in queue_samples(data, acks, 10.0)] == [0.0]

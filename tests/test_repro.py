@@ -69,3 +69,15 @@ def test_one_sided_window_scale_means_unscaled(tmp_path):
     assert by_frame[4]["window"] == 3000
     (fl,) = flows
     assert fl["rwnd_limited_ns"] > 0
+
+
+def test_ack_sooner_than_a_round_trip_after_a_fast_retransmit_answered_the_original(tmp_path):
+    """Frame 19 is the server's fast retransmit of segment 2 (after three duplicate ACKs); the
+    client's ACK of the whole response (frame 24) reaches the capture 29.5 ms after it, on a
+    200 ms path, with no D-SACK (no SACK) and no timestamp echo: it answered the held original,
+    so the resend was spurious (issue 29 item 6; the README's row)."""
+    run, packets, flows = _run(tmp_path, "held_original_fast_retx.pcap")
+    by_frame = {p["frame"]: p for p in packets}
+    assert by_frame[19]["retx_cause"] == "spurious", by_frame[19]
+    (fl,) = flows
+    assert (fl["retx_fast"], fl["retx_spurious"], fl["s2c_reordered"]) == (0, 1, 1)

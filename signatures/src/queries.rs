@@ -188,8 +188,9 @@ pub struct Query {
     /// TLS over TCP: every client segment counted in its request so far was a control record
     /// (see `control_record`).
     control_only: bool,
-    /// Where the response's bytes begin, the largest response segment, and the client's ACKs
-    /// advancing through it before the one covering its end (see `delivered`).
+    /// Where the response's bytes begin, its largest segment (at most the server's MSS: see
+    /// `Seen::server_mss`), and the client's ACKs advancing through it before the one covering
+    /// its end (see `delivered`).
     response_start_seq: Option<u32>,
     mss: u32,
     acks: AckPace,
@@ -316,6 +317,10 @@ pub struct Seen {
     /// After this packet the server is held by the client's receive window (closed, or too
     /// full for another segment: crate::pathology's rule, evaluated on the server's sends).
     pub rwnd_limited: bool,
+    /// The server's segment size so far (`TcpState::server_mss`): its largest segment, never
+    /// above the MSS the client's SYN offered, so a TSO/GSO super-segment of a capture taken
+    /// above the NIC (up to 64 kB) is no MSS.
+    pub server_mss: u32,
 }
 
 /// What a segment of a TLS connection carries, read from the record headers it starts with
@@ -574,7 +579,7 @@ impl QueryTracker {
             q.response_packets += 1;
             q.response_end_seq = Some(s.server_next_seq);
             q.response_start_seq.get_or_insert(s.seq);
-            q.mss = q.mss.max(s.seglen);
+            q.mss = q.mss.max(s.seglen.min(s.server_mss));
             q.acked_ns = None;
         }
         if !s.c2s && s.seglen > 0 && q.first_byte_ns.is_some() {
@@ -840,7 +845,11 @@ fn charge(q: &mut Query, s: &Seen) {
     let delay = s.retx_delay_ns.unwrap_or(0);
     let charges = q.charges.len();
     if s.retx_delay_ns.is_some() && s.tags & (tags::SYN_RETRANSMISSION | tags::SYNACK_RETRANSMISSION) == 0 {
-        q.retransmissions += 1;
+        let copy = s.tags & tags::RETX_NETWORK_DUPLICATE != 0;
+        // a copy the network made is no resend: charged (as no repair) but not counted
+        if !copy {
+            q.retransmissions += 1;
+        }
         let sig = if s.tags & tags::TAIL_LOSS != 0 || s.tail_episode {
             "tail_loss"
         } else if s.tags & tags::RETX_RTO != 0 {
@@ -854,7 +863,6 @@ fn charge(q: &mut Query, s: &Seen) {
         } else {
             "retransmission"
         };
-        let copy = s.tags & tags::RETX_NETWORK_DUPLICATE != 0;
         let repair = !matches!(sig, "spurious_retransmission") && !copy;
         q.charges.add_resend(sig, delay, s.ts_ns, !copy, !s.c2s && repair, (s.c2s, s.seq));
     }
@@ -899,6 +907,7 @@ mod tests {
             hole: None,
             tls: None,
             rwnd_limited: false,
+            server_mss: u32::MAX,
         }
     }
 
@@ -937,6 +946,26 @@ mod tests {
         assert!((82 * MS..=83 * MS).contains(&q.end_ns()), "{}", q.end_ns());
         let q = response_with_last_ack(90); // 8 ms later: no delayed ACK to undo
         assert_eq!(q.end_ns(), 90 * MS);
+    }
+
+    /// A capture above TSO/GSO: the response leaves as three 20,000-byte super-segments (the
+    /// client's SYN offered 1,448). The client's last ACK covers 20,000 bytes at once, 40 ms
+    /// after the one before: a receiver ACKs every second full-size segment at once, so that is
+    /// no delayed ACK of a lone last segment, and the query ends at it. Taking the largest
+    /// segment for the MSS, it was undone as one (the query ended 40 ms early).
+    #[test]
+    fn a_super_segment_is_no_mss_for_the_delayed_ack_rule() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&seen(true, 40, 100, 300, true, 500));
+        for i in 0..3 {
+            t.observe(&Seen { server_mss: 1448, ..seen(false, 41, 500 + i * 20_000, 20_000, true, 400) });
+        }
+        t.observe(&seen(true, 80, 400, 0, false, 20_500));
+        t.observe(&seen(true, 81, 400, 0, false, 40_500));
+        t.observe(&seen(true, 121, 400, 0, false, 60_500));
+        t.close();
+        assert_eq!(t.done.remove(0).end_ns(), 121 * MS);
     }
 
     /// A segment of `len` bytes starting with TLS records of these (type, body length).
@@ -1131,6 +1160,23 @@ mod tests {
         assert!(q.charges.items().any(|(sig, _)| sig == "zero_window"));
         let b = crate::budget::budget(q);
         assert_eq!(b.get(crate::budget::Part::RwndLimited), 4_901 * MS, "from the zero window to the next send");
+    }
+
+    /// ssh-dups.pcap (a SPAN port that copies every packet): a query's response copied by the
+    /// network has one retransmission, the sender's resend, not the copies (issue 30 item 8).
+    #[test]
+    fn network_copies_are_no_retransmissions_of_the_query() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&seen(true, 50, 100, 100, true, 500));
+        t.observe(&seen(false, 60, 500, 1000, true, 200));
+        let copy = seen(false, 60, 500, 1000, false, 200);
+        t.observe(&Seen { tags: tags::RETRANSMISSION | tags::RETX_NETWORK_DUPLICATE, retx_delay_ns: Some(0), ..copy });
+        t.observe(&seen(false, 300, 500, 1000, false, 200)); // the RTO resend
+        t.observe(&seen(true, 340, 200, 0, false, 1500));
+        t.close();
+        assert_eq!(t.done.len(), 1);
+        assert_eq!(t.done[0].retransmissions, 1);
     }
 
     #[test]

@@ -55,6 +55,10 @@ pub struct InferredQueries {
     /// The server's last Initial packet before the client's first Handshake packet.
     server_initial_last_ns: Option<i64>,
     client_handshake_ns: Option<i64>,
+    /// The client's first Handshake or 1-RTT packet (RFC 9312 §4.8.1): a client sends 1-RTT data
+    /// only with the handshake keys, after its Finished. At snaplen 256 quic-go's Handshake
+    /// packet coalesced behind a 1,252-byte Initial is cut off; its request is the first sign.
+    client_keys_ns: Option<i64>,
     /// The latest server data packet (time, size) and the largest seen.
     last_server_data: Option<(i64, u32)>,
     server_max: u32,
@@ -80,6 +84,7 @@ impl InferredQueries {
         if dir == 0 {
             if handshake {
                 self.client_handshake_ns.get_or_insert(ts_ns);
+                self.client_keys_ns.get_or_insert(ts_ns);
             } else {
                 self.first_initial_ns.get_or_insert(ts_ns);
             }
@@ -97,7 +102,7 @@ impl InferredQueries {
     /// the server's first packet. The other leg is the peer's processing time: the larger is
     /// the RTT. `decrypted`: the Initials' own measure, when they could be read.
     pub fn rtt_ns(&self, decrypted: Option<i64>) -> Option<i64> {
-        let server_leg = self.client_handshake_ns.zip(self.server_first_ns).map(|(c, s)| c - s);
+        let server_leg = self.client_keys_ns.zip(self.server_first_ns).map(|(c, s)| c - s);
         let client_leg = self.server_first_ns.zip(self.first_initial_ns).map(|(s, c)| s - c);
         decrypted.or(server_leg.max(client_leg)).filter(|&r| r > 0)
     }
@@ -123,7 +128,7 @@ impl InferredQueries {
 
     /// The capture is at the server's side: the handshake's server leg is the longer.
     fn server_side(&self) -> bool {
-        let server_leg = self.client_handshake_ns.zip(self.server_first_ns).map(|(c, s)| c - s);
+        let server_leg = self.client_keys_ns.zip(self.server_first_ns).map(|(c, s)| c - s);
         let client_leg = self.server_first_ns.zip(self.first_initial_ns).map(|(s, c)| s - c);
         server_leg.is_some() && server_leg >= client_leg
     }
@@ -133,6 +138,10 @@ impl InferredQueries {
     pub fn one_rtt(&mut self, dir: usize, ts_ns: i64, len: u32, dcid_len: usize, rtt: Option<i64>) {
         let body = len.saturating_sub(1 + dcid_len as u32 + AEAD_TAG);
         if dir == 0 {
+            // only once the server answered: a 1-RTT packet before that is out of order
+            if self.server_first_ns.is_some() {
+                self.client_keys_ns.get_or_insert(ts_ns);
+            }
             self.sample_path_rtt(ts_ns, body);
             self.client(ts_ns, len, body, self.path_or(rtt));
         } else {
@@ -175,8 +184,24 @@ impl InferredQueries {
             });
         let answered = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
         let data = body >= DATA_MIN;
-        let opens = data && (!answered || !mid_response || body >= DATA_MIN_MID_RESPONSE);
-        if opens && (self.current.is_none() || answered) {
+        // A lone padded datagram while the response streams is a probe (quic-go probes the path
+        // MTU mid-download): taken for a request, it split the response in two (issue 32).
+        let request_sized = body >= DATA_MIN_MID_RESPONSE && len < PADDED_MIN;
+        let opens = data && (!answered || !mid_response || request_sized);
+        // A lone padded datagram nobody answered, then a data packet sent apart from it: the
+        // first was a probe (PMTU, PATH_CHALLENGE), the second starts the request; an upload's
+        // packets follow its first within a send burst.
+        let probe_alone = self.current.as_ref().is_some_and(|q| {
+            q.first_byte_ns.is_none()
+                && q.request_packets == 1
+                && self.request_max >= PADDED_MIN
+                && q.request_last_ns.is_some_and(|t| ts - t >= UNTRIGGERED_NS)
+        });
+        if opens && (self.current.is_none() || answered || probe_alone) {
+            if probe_alone {
+                self.current = None;
+                self.next_index -= 1;
+            }
             self.open(ts, mid_response, rtt);
         }
         let prev_client = self.last_client_ns.replace(ts);
@@ -216,6 +241,16 @@ impl InferredQueries {
 
     fn server(&mut self, ts: i64, len: u32, body: u32, rtt: Option<i64>) {
         if body < DATA_MIN {
+            return;
+        }
+        // A datagram larger than every earlier one, once those were full-sized, after the client
+        // acknowledged the whole response: a path-MTU probe (RFC 8899 §4.1: a larger size is only
+        // used once a probe of it was acknowledged; quic-go probes right after an ACK frees its
+        // window). Read as response data it stretched the response past the next request, which
+        // then came "mid-response" and was swallowed (issue 32, go-h3-pmtu).
+        let acknowledged = self.current.as_ref().is_some_and(|q| q.acked_ns.is_some());
+        if acknowledged && self.server_max >= PADDED_MIN && len > self.server_max {
+            self.server_max = len;
             return;
         }
         self.server_max = self.server_max.max(len);
@@ -511,5 +546,39 @@ mod tests {
         response(&mut q, 520, 1, 1252);
         q.close(rtt(&q));
         assert_eq!(q.ready.len(), 1);
+    }
+
+    #[test]
+    fn a_servers_larger_datagram_after_the_ack_is_a_path_mtu_probe() {
+        let mut q = handshaken();
+        client(&mut q, 42, 331);
+        response(&mut q, 43, 10, 1288);
+        client(&mut q, 90, 33); // the ACK of the whole response
+        response(&mut q, 91, 1, 1374); // quic-go's PMTU probe, sent as the ACK freed its window
+        client(&mut q, 150, 76); // the next request, before the probe's ACK could come
+        response(&mut q, 151, 1, 1097);
+        q.close(rtt(&q));
+        assert_eq!(q.ready.len(), 2, "the probe stretched the first response over the request");
+        assert_eq!((q.ready[0].end_ns(), q.ready[0].response_packets), (90 * MS, 10));
+        assert_eq!(q.ready[1].start_ns, 150 * MS);
+    }
+
+    #[test]
+    fn a_clients_lone_probe_does_not_take_the_next_request_in() {
+        let mut q = handshaken();
+        client(&mut q, 42, 331);
+        response(&mut q, 43, 2, 1200);
+        client(&mut q, 90, 33);
+        client(&mut q, 300, 1374); // PMTU probe: the server only ACKs it
+        client(&mut q, 410, 77); // the next request, on its own
+        response(&mut q, 411, 3, 1200);
+        // an upload: its first packet full, the rest in the same burst
+        client(&mut q, 700, 1374);
+        client(&mut q, 701, 1374);
+        client(&mut q, 702, 200);
+        response(&mut q, 750, 1, 300);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| (x.start_ns / MS, x.request_packets)).collect();
+        assert_eq!(starts, vec![(42, 1), (410, 1), (700, 3)]);
     }
 }

@@ -53,7 +53,9 @@ SELECT
     quic_handshake_rtt_ns / 1e6                                          AS quic_handshake_rtt_ms,
     rtt_p50_ns / 1e6                                                     AS rtt_p50_ms,
     rtt_p95_ns / 1e6                                                     AS rtt_p95_ms,
-    CAST(coalesce(c2s_retx_packets, 0) + coalesce(s2c_retx_packets, 0)
+    -- what the senders resent: network duplicates (copies a SPAN port or a link made) are none
+    CAST(coalesce(c2s_retx_packets, 0) - coalesce(c2s_network_duplicates, 0)
+         + coalesce(s2c_retx_packets, 0) - coalesce(s2c_network_duplicates, 0)
          + coalesce(syn_retx, 0) + coalesce(synack_retx, 0) AS BIGINT)   AS retransmissions,
     (coalesce(syn_retx, 0) + coalesce(synack_retx, 0) + coalesce(retx_rto, 0) + coalesce(retx_fast, 0)
      + coalesce(retx_tlp, 0) + coalesce(retx_spurious, 0) + coalesce(retx_unknown, 0)) > 0 AS lossy,

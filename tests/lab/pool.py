@@ -40,9 +40,13 @@ from .evaluate import TARGET, Evaluation, Row, evaluate, format_table
 from .harness import ScenarioResult, load_finished, run_scenarios
 from .truth import POLICER_RATE_OBSERVABLE
 
-# CI's pool: 5 draws of each family (40 draws, ~2 minutes on 2 cores). A larger pool is run by
-# hand (make lab-pool) and kept in docs/accuracy.md.
-CI_SEEDS = "1-40"
+# CI's pool: 5 draws of each family (40 draws, ~2 minutes on 2 cores), and 7 more of the
+# bottleneck family (~30 s): the budget's queueing row is a share of responses, and seeds 1-40
+# hold only 9-11 that qualify, so one response at the edge of the scored band failed its 0.90
+# (CI, 2026-11-28: draw0038 port 43084 query 1, mean hold 30.0 ms over 9 samples, 27.2 vs 34.0
+# ms). With these ~28 qualify. A larger pool is run by hand (make lab-pool), kept in
+# docs/accuracy.md.
+CI_SEEDS = "1-40,46,54,62,70,78,86,94"
 RATE_TOL, BURST_TOL = 0.15, 0.50
 FLOOR_ROW = f"policing rate, flow under {POLICER_RATE_OBSERVABLE:.0%} of it"
 POOL_TARGETS = ["synack_loss", "syn_loss", "tail_loss", "retx timer (rto|tlp) [s2c]",

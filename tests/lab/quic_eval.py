@@ -56,7 +56,9 @@ QUIC-first sessions ending on TCP (per scenario and overall).  A session is QUIC
     (the view reports those TCP connections as cached_broken, outside the share). tailscope's
     answer is docs/signatures.md's share over the view: QUIC attempts with `ended_on_tcp` (a
     fallback, or a race whose QUIC handshake did not complete) / QUIC attempts.
-Clean.  In quic_clean no flow may carry a signature and no packet a tag.
+Clean.  In quic_clean no flow may carry a signature and no packet a tag, but for
+    quic_initial_retransmission on as many Initials as the endpoints' qlogs show re-sent (a probe
+    timeout that fired before the answer on a busy machine re-sends the hello on a clean path).
 """
 from __future__ import annotations
 
@@ -463,10 +465,18 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Quic
         shares[n] = {"truth": t.share(), "view": _view_share(o.view)}
         if t.clean:
             flow_ids = {f["flow_id"]: _fk(f) for f in o.flows}
+            # A clean path still sees an Initial re-sent when a probe timeout fires before the
+            # answer (a busy machine: CI's quic_clean, port 44177, frame 4): the endpoints' qlogs
+            # log the hello twice, so that tag is true. Anything beyond their count is not.
+            resent = {a.key: max(len(a.hello_dgrams) - 1, 0) + max(len(a.sh_dgrams) - 1, 0) for a in t.attempts}
             tags = collections.defaultdict(list)
             for p in o.packets:
-                if p.get("tag_names"):
-                    tags[flow_ids.get(p["flow_id"])].append(f"frame {p['frame']} {list(p['tag_names'])}")
+                names = list(p.get("tag_names") or [])
+                k = flow_ids.get(p["flow_id"])
+                if names == ["quic_initial_retransmission"] and resent.get(k, 0) > 0:
+                    resent[k] -= 1
+                elif names:
+                    tags[k].append(f"frame {p['frame']} {names}")
             for f in o.flows:
                 bad = [f"signature {s}" for s in (f.get("signatures") or [])] + tags.get(_fk(f), [])
                 clean.pos_scenarios.add(n)

@@ -123,7 +123,9 @@ Bufferbloat (flow).  The queueing in the RTT samples a capture at the server
     once, the ACK retiring no retransmitted data), measured on both legs: the
     data segment's wait from the capture to the relay's release and the ACK's
     wait from the client's send (its TSval against the flow's least
-    TSval-to-relay offset: the client-side TUN queue) to the relay's release,
+    TSval-to-relay offset: the client-side TUN queue) to the relay's release
+    and on to the capture (the relay's TUN write to the server's stamp: a
+    loaded machine queues there too, and the capture's RTT includes it),
     each over the path's one-way delay (`delay_ms`): the network's part of
     the sample's RTT. A flow is bloated when that RTT (base 2 x delay_ms +
     inflation) was inflated as DESIGN §4 describes: p95 >= 1.3 x p10 and
@@ -741,7 +743,7 @@ def queue_samples(data: list, acks: list, one_way_ms: float, after_relay=None, s
     reads them per response). Per ACK that advances, the segment ending where it acknowledges,
     sent once, the ACK retiring no retransmitted data; the segment's transit (capture -> relay
     release) and the ACK's (client send -> relay read, from its TSval against the flow's least
-    offset, then relay read -> release), each over `one_way_ms`. Jitter below the mean makes it
+    offset, then relay read -> release -> the capture), each over `one_way_ms`. Jitter below the mean makes it
     negative. `after_relay(ts_ns)`: a queue after the relay (tbf's sampled backlog) the data
     segment met when the relay released it. `sacked`: also each ACK that SACKs new data (its
     first block's right edge above any SACKed before), timing the segment ending there, sent once
@@ -766,7 +768,13 @@ def queue_samples(data: list, acks: list, one_way_ms: float, after_relay=None, s
 
     def sample(t, a):
         client_side = a.rec["rx_ts_ns"] / 1e6 - a.tsval - least if a.tsval else 0.0
-        q = waited(t.rec, t.cap_ts_ns) + waited(a.rec, a.rec["rx_ts_ns"]) + max(0.0, client_side)
+        # the ACK's wait from the relay's write into the TUN device to the capture at the server:
+        # measured per packet (both stamps on one clock) rather than assumed zero, so every leg of
+        # the capture's RTT is a measurement (issue 29 item 10). Under two busy loops it measured
+        # <= 0 ms (the write delivers inside the syscall; docs/accuracy.md, on a loaded machine)
+        server_side = (a.cap_ts_ns - a.rec["ts_ns"]) / 1e6
+        q = waited(t.rec, t.cap_ts_ns) + waited(a.rec, a.rec["rx_ts_ns"]) + max(0.0, client_side) \
+            + max(0.0, server_side)
         out.append((t, q + (after_relay(t.rec["ts_ns"]) if after_relay else 0.0)))
 
     for a in acks:

@@ -32,7 +32,7 @@ _EMPTY = {
     "packets": "capture_id VARCHAR, file VARCHAR, frame UBIGINT, flow_id BIGINT, direction VARCHAR, "
                "ip_proto UTINYINT, payload_len UINTEGER, tag_names VARCHAR[]",
     "flows": "capture_id VARCHAR, flow_id BIGINT, ip_proto UTINYINT, c2s_retx_packets BIGINT, "
-             "s2c_retx_packets BIGINT, tail_losses BIGINT, "
+             "s2c_retx_packets BIGINT, c2s_network_duplicates BIGINT, s2c_network_duplicates BIGINT, tail_losses BIGINT, "
              + ", ".join(f"{c} BIGINT" for c in FLOW_CAUSE_COLUMNS),
     "events": "capture_id VARCHAR, file VARCHAR, frame UBIGINT, flow_id BIGINT, ts TIMESTAMPTZ, "
               "signature VARCHAR, cause VARCHAR",
@@ -91,17 +91,23 @@ CHECKS = {
         LEFT JOIN pk ON pk.capture_id = fl.capture_id AND pk.flow_id = fl.flow_id AND pk.cause = m.cause
         WHERE fl.n <> coalesce(ev.n, 0) OR fl.n <> coalesce(pk.n, 0)""",
     # Per flow and direction: data retransmissions (flows.*_retx_packets) = packets with a cause
-    # and a payload.
+    # and a payload; of them, network duplicates (flows.*_network_duplicates) = those whose cause
+    # is network_duplicate.
     "flow_retx_packets": """
-        WITH pk AS (SELECT p.capture_id, p.flow_id, p.direction, count(*) AS n
+        WITH pk AS (SELECT p.capture_id, p.flow_id, p.direction, count(*) AS n,
+                           count(*) FILTER (WHERE pc.cause = 'network_duplicate') AS dups
                     FROM packet_causes pc JOIN packets p USING (capture_id, file, frame)
                     WHERE p.payload_len > 0 GROUP BY ALL)
         SELECT f.capture_id, f.flow_id, f.c2s_retx_packets, f.s2c_retx_packets,
-               coalesce(c.n, 0) AS c2s_n, coalesce(s.n, 0) AS s2c_n
+               f.c2s_network_duplicates, f.s2c_network_duplicates,
+               coalesce(c.n, 0) AS c2s_n, coalesce(s.n, 0) AS s2c_n, coalesce(c.dups, 0) AS c2s_dups,
+               coalesce(s.dups, 0) AS s2c_dups
         FROM flows f
         LEFT JOIN pk c ON c.capture_id = f.capture_id AND c.flow_id = f.flow_id AND c.direction = 'c2s'
         LEFT JOIN pk s ON s.capture_id = f.capture_id AND s.flow_id = f.flow_id AND s.direction = 's2c'
-        WHERE f.ip_proto = 6 AND (f.c2s_retx_packets <> coalesce(c.n, 0) OR f.s2c_retx_packets <> coalesce(s.n, 0))""",
+        WHERE f.ip_proto = 6 AND (f.c2s_retx_packets <> coalesce(c.n, 0) OR f.s2c_retx_packets <> coalesce(s.n, 0)
+                                  OR f.c2s_network_duplicates <> coalesce(c.dups, 0)
+                                  OR f.s2c_network_duplicates <> coalesce(s.dups, 0))""",
     # Tail losses: flows.tail_losses = tail_loss events.
     "flow_tail_losses": """
         WITH ev AS (SELECT capture_id, flow_id, count(*) AS n FROM events WHERE signature = 'tail_loss' GROUP BY ALL)

@@ -40,10 +40,19 @@ pub fn is_legacy_version(v: u32) -> bool {
     v >> 24 == u32::from(b'Q') && google_number(v).is_some_and(|n| (FIRST..=LAST).contains(&n))
 }
 
+/// Chromium's clients still set both connection-ID bits (0x0C) for an 8-byte connection ID: the
+/// older public header coded the ID's length in them (0x0C: 8 bytes), and
+/// `PACKET_PUBLIC_FLAGS_8BYTE_CONNECTION_ID_OLD` kept that value on the wire. Only a server sends
+/// a diversification nonce, so in a packet naming a version 0x04 beside 0x08 is this, no nonce
+/// (YouTube and WeChat captures, nDPI's youtube_quic.pcap and wechat.pcap: flags 0x0d on every
+/// Q035 CHLO; tshark reads the same).
+const FLAGS_CID_OLD: u8 = FLAG_CID | FLAG_NONCE;
+
 /// The public header of a client packet that names a Q035–Q043 version.
 pub fn parse_versioned(d: &[u8]) -> Option<PublicHeader> {
     let flags = *d.first()?;
-    if flags & 0x80 != 0 || flags & FLAG_VERSION == 0 || flags & (FLAG_RESET | FLAG_NONCE) != 0 {
+    let nonce = flags & FLAGS_CID_OLD == FLAG_NONCE;
+    if flags & 0x80 != 0 || flags & FLAG_VERSION == 0 || flags & FLAG_RESET != 0 || nonce {
         return None;
     }
     let mut r = Reader::new(d);
@@ -174,6 +183,20 @@ pub(crate) mod tests {
         for n in 0..80 {
             let _ = client_hello_sni(&p[..n]);
         }
+    }
+
+    /// nDPI's youtube_quic.pcap frame 1 (Q035, flags 0x0d: version, 8-byte connection ID in the
+    /// old two-bit coding, 1-byte packet number): the first bytes of its CHLO.
+    #[test]
+    fn chromium_old_8_byte_cid_flags() {
+        let mut p = chlo_packet(b"Q035", &[(*b"PAD\0", &[0; 6]), (*b"SNI\0", b"pagead2.googlesyndication.com")]);
+        p[0] = 0x0d;
+        let h = parse_versioned(&p).expect("0x0C is an 8-byte connection ID");
+        assert_eq!((h.cid, h.packet_number, h.payload_offset), (Some(0x1122_3344_5566_7788), 1, 14));
+        assert_eq!(client_hello_sni(&p).as_deref(), Some("pagead2.googlesyndication.com"));
+        // a nonce without the 8-byte flag is no such coding: a server's packet, not read here
+        p[0] = 0x05;
+        assert_eq!(parse_versioned(&p), None);
     }
 
     #[test]

@@ -11,6 +11,13 @@ use super::{Analysis, Segment, TcpState};
 use crate::seq_number::SeqNumber;
 use crate::tags::*;
 
+/// An ACK covering a fast retransmit sooner than this share of the path's minimum RTT after the
+/// resend answered the original (`TcpState::answered_original`). The minimum RTT is the floor of
+/// any round trip on the path; half of it leaves room for a minimum that every sample
+/// overstated (delayed ACKs on each, up to 40 ms on Linux) and for jitter, while a held
+/// original's ACK comes within the hold, typically a small part of the RTT (30 ms on 200 ms).
+const ANSWER_RTT_SHARE: f64 = 0.5;
+
 impl TcpState {
     /// Remember this packet's ACK fields in its direction's state (Wireshark's per-direction
     /// `lastack`, window and flags, and what our judgement needs of them).
@@ -42,6 +49,7 @@ impl TcpState {
         let blocks = s.tcp.sack_blocks();
         self.dsack(s, blocks, out);
         self.eifel_fin(s, out);
+        self.answered_original(s, out);
         let rev = &mut self.dir[1 - s.dir];
         let mut rack = Rack { delivered: rev.delivered_sent_ts, min_rtt: rev.rtt.min.unwrap_or(0), now };
         // A hole an overtaken ACK reports was closed by the ACK that passed it, and no resend or
@@ -104,11 +112,11 @@ impl TcpState {
         let Some(i) = rev
             .recent_retx
             .iter()
-            .rposition(|&(a, b, _, _)| SeqNumber(a).at_or_before(l) && SeqNumber(r).at_or_before(b))
+            .rposition(|&(a, b, _, _, _)| SeqNumber(a).at_or_before(l) && SeqNumber(r).at_or_before(b))
         else {
             return;
         };
-        let (rseq, rend, rtags, delay) = rev.recent_retx.remove(i).expect("index from rposition");
+        let (rseq, rend, rtags, delay, _) = rev.recent_retx.remove(i).expect("index from rposition");
         // A resent bare FIN proved here is not proved again by the echo check (`eifel_fin`).
         if rend == rseq.wrapping_add(1) {
             if let Some(j) = rev.fin_resends.iter().rposition(|r| r.0 == rseq) {
@@ -124,6 +132,40 @@ impl TcpState {
                 self.stats.reordered[1 - s.dir] += 1;
             }
         }
+    }
+
+    /// A fast retransmit from the host next to the capture whose bytes the receiver acknowledges
+    /// sooner than `ANSWER_RTT_SHARE` of the path's minimum RTT after the resend left: no ACK
+    /// of the resend can come back that fast (it has a whole round trip to make), so the ACK
+    /// answered the original, which was held on the way, not lost; the resend was spurious. This
+    /// is the proof when no D-SACK comes (the resend itself lost, or a receiver without SACK)
+    /// and no timestamp echo tells which copy arrived (a client without TCP timestamps: issue
+    /// 29 item 6, 30 ms after the resend on a 200 ms path). Only fast retransmits: the dupACKs
+    /// that caused them are what a held original makes; a timer's resend after a silence says
+    /// nothing of the kind.
+    fn answered_original(&mut self, s: &Segment<'_>, out: &mut Analysis) {
+        if self.vantage.local_dir() != Some(1 - s.dir)
+            || s.flags & TCP_ACK == 0
+            || out.proved_spurious[1 - s.dir].is_some()
+        {
+            return;
+        }
+        let rev = &mut self.dir[1 - s.dir];
+        let Some(min_rtt) = rev.rtt.min.filter(|&r| r > 0) else { return };
+        let margin = (ANSWER_RTT_SHARE * min_rtt as f64) as i64;
+        let Some(i) = rev.recent_retx.iter().position(|&(_, end, tags, _, sent)| {
+            tags & RETX_FAST != 0
+                && tags & RETX_SPURIOUS == 0
+                && SeqNumber(end).at_or_before(s.ack)
+                && s.now - sent < margin
+        }) else {
+            return;
+        };
+        let (rseq, rend, rtags, delay, _) = rev.recent_retx.remove(i).expect("index from position");
+        unspurious_stats(&mut self.stats, rtags, delay, 1 - s.dir, rend.wrapping_sub(rseq));
+        out.proved_spurious[1 - s.dir] = Some((rseq, rtags, 1));
+        // as for a D-SACK of a fast retransmit: the original was reordered past later data
+        self.stats.reordered[1 - s.dir] += 1;
     }
 
     /// RFC 3522 (Eifel detection, as Linux's `tcp_packet_delayed` undo): the first ACK covering a

@@ -32,6 +32,27 @@ pub(super) fn timer_fired(fwd: &DirSeq, rev: &DirSeq, now: i64) -> (bool, i64) {
     (since(fwd.rto_armed_ts) as f64 >= RTO_SHARE * fwd.est.rto() as f64, since(fwd.last_send_ts))
 }
 
+/// Did the network (or the capture), not the sender, repeat the packet `original` (the latest
+/// segment sent with this `seq` and length)? The same IP ID as the original, or an exact copy —
+/// a sender's own resend changes the ACK, window or timestamp value, or at least comes later
+/// than a millisecond. The one definition of a network duplicate: `judge` asks it before any
+/// reordering test, since a copy's ID and TSval are the original's, behind what the sender
+/// sent since (issue 29 item 7).
+pub(super) fn network_copy(
+    original: Option<Unacked>,
+    seq: u32,
+    seglen: u32,
+    now: i64,
+    ip_id: Option<u32>,
+    (ack, win, tsval): (u32, u32, Option<u32>),
+) -> bool {
+    original.filter(|o| o.seq == seq && o.len == seglen).is_some_and(|o| {
+        let same_id = ip_id.is_some_and(|id| id != 0 && o.ip_id == Some(id));
+        let same_fields = o.ack == ack && o.win == win && o.tsval == tsval;
+        same_id || (same_fields && (tsval.is_some() || now - o.ts_ns < 1_000_000))
+    })
+}
+
 /// The cause of one retransmission (exactly one RETX_* bit).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn classify(
@@ -49,15 +70,8 @@ pub(super) fn classify(
     if ta & SPURIOUS_RETRANSMISSION != 0 {
         return RETX_SPURIOUS;
     }
-    // The network (or the capture), not the sender, repeated the packet: the same IP ID as the
-    // original, or an exact copy — a sender's own resend changes the ACK, window or timestamp
-    // value, or at least comes later than a millisecond.
-    if let Some(o) = original.filter(|o| o.seq == seq && o.len == seglen) {
-        let same_id = ip_id.is_some_and(|id| id != 0 && o.ip_id == Some(id));
-        let same_fields = o.ack == ack && o.win == win && o.tsval == tsval;
-        if same_id || (same_fields && (tsval.is_some() || now - o.ts_ns < 1_000_000)) {
-            return RETX_NETWORK_DUPLICATE;
-        }
+    if network_copy(original, seq, seglen, now, ip_id, (ack, win, tsval)) {
+        return RETX_NETWORK_DUPLICATE;
     }
     if flags & TCP_SYN != 0 {
         return RETX_RTO; // handshake segments are only ever resent by their timer

@@ -104,8 +104,9 @@ pub struct DirSeq {
     pub(super) peer_ack_high: Option<u32>,
     /// When this direction's ACK last advanced: Linux re-arms the sender's RTO there.
     pub(super) last_advance_ts: Option<i64>,
-    /// Recent retransmissions of this direction: (seq, end, tags, delay), for D-SACK checks.
-    pub(super) recent_retx: VecDeque<(u32, u32, u32, i64)>,
+    /// Recent retransmissions of this direction: (seq, end, tags, delay, when sent), for D-SACK
+    /// checks and the ACK that answered a held original (`ack::answered_original`).
+    pub(super) recent_retx: VecDeque<(u32, u32, u32, i64, i64)>,
     /// The resends of this direction's bare FIN, until an ACK covers it: (seq, TSval, tags,
     /// delay) each, for the Eifel check (RFC 3522) of that ACK's echo.
     pub(super) fin_resends: Vec<(u32, u32, u32, i64)>,

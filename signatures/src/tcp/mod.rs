@@ -284,6 +284,7 @@ impl TcpState {
                 .map(|age| (s.now - age, judged.hole_bytes)),
             tls,
             rwnd_limited: self.path.rwnd_limited(),
+            server_mss: self.server_mss,
         });
     }
 

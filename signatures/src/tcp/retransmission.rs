@@ -5,7 +5,7 @@
 
 use tailscope_parsers::decode::{TCP_FIN, TCP_RST, TCP_SYN};
 
-use super::cause::{classify, timer_fired};
+use super::cause::{classify, network_copy, timer_fired};
 use super::direction::{sender_and_peer, DirSeq, RecoveryKind, MAX_HOLES};
 use super::handshake::Vantage;
 use super::wireshark::OOO_DEFAULT_NS;
@@ -102,11 +102,26 @@ impl TcpState {
         // Every packet of the sender counts (a pure ACK sent after the held segment too); a SYN's
         // ID may come from another counter.
         let tsval = s.tcp.ts.map(|t| t.0).filter(|_| flags & TCP_SYN == 0);
-        let stamped_before = tsval.zip(fwd.newest_tsval).is_some_and(|(v, newest)| SeqNumber(v).before(newest))
-            || numbered_before(fwd, s.ip_id.filter(|_| flags & TCP_SYN == 0));
-        // And the converse: stamped after everything seen from the sender, it left after the
-        // segment that showed its hole, so it is no original held from before that segment.
-        let stamped_after = tsval.zip(fwd.newest_tsval).is_some_and(|(v, newest)| SeqNumber(v).after(newest));
+        let numbered = id_order(fwd, s.ip_id.filter(|_| flags & TCP_SYN == 0));
+        let held_looking = tsval.zip(fwd.newest_tsval).is_some_and(|(v, newest)| SeqNumber(v).before(newest))
+            || numbered == Some(std::cmp::Ordering::Less);
+        // A network copy of a segment already seen (its ID, sequence and length) carries that
+        // segment's ID and stamp, behind what the sender sent since: no held original, but a
+        // retransmission that `classify` names network_duplicate (a capture with TTL-127/128
+        // copies: 43 copies were called reordered before this test came first).
+        let copy_fields = (s.ack, s.window, s.tcp.ts.map(|x| x.0));
+        let is_copy =
+            !fresh && network_copy(fwd.segments.latest_exact(seq, seglen), seq, seglen, now, s.ip_id, copy_fields);
+        let stamped_before = held_looking && !is_copy;
+        // And the converse: stamped or numbered after everything seen from the sender, it left
+        // after the segment that showed its hole, so it is no original held from before that
+        // segment. The ID tells when the stamp cannot: a fast retransmit sent within the
+        // millisecond of the segment before it carries the same TSval (client-side capture,
+        // randomized lab pool at the client, draw0014_bottleneck_client: a resend of a segment
+        // the relay's queue dropped, filling its hole 11.8 ms after it showed on a 28 ms path,
+        // ID one after the newest, was called reordered).
+        let stamped_after = tsval.zip(fwd.newest_tsval).is_some_and(|(v, newest)| SeqNumber(v).after(newest))
+            || numbered == Some(std::cmp::Ordering::Greater);
         if let Some(v) = tsval {
             if fwd.newest_tsval.is_none_or(|n| SeqNumber(v).after(n)) {
                 fwd.newest_tsval = Some(v);
@@ -122,10 +137,10 @@ impl TcpState {
         // spurious (randomized lab pool 1-96: client segments held 74-76 ms on RTTs of 41-71
         // ms, draw0028_reordering and draw0092_reordering, 3 reordering flows missed).
         if far && stamped_before && (not_advanced || (spurious && !late_original)) {
-            if let Some(i) = fwd.recent_retx.iter().rposition(|&(a, b, _, _)| {
+            if let Some(i) = fwd.recent_retx.iter().rposition(|&(a, b, _, _, _)| {
                 SeqNumber(a).at_or_before(seq) && SeqNumber(seq.wrapping_add(seglen.max(1))).at_or_before(b)
             }) {
-                let (rseq, rend, rtags, delay) = fwd.recent_retx.remove(i).expect("index from rposition");
+                let (rseq, rend, rtags, delay, _) = fwd.recent_retx.remove(i).expect("index from rposition");
                 if rtags & RETX_SPURIOUS == 0 {
                     unspurious_stats(&mut self.stats, rtags, delay, s.dir, rend.wrapping_sub(rseq));
                     proved_spurious = Some((rseq, rtags));
@@ -251,7 +266,7 @@ impl TcpState {
             if fwd.recent_retx.len() >= MAX_HOLES {
                 fwd.recent_retx.pop_front();
             }
-            fwd.recent_retx.push_back((seq, seq.wrapping_add(span), *ta, now - first_ts));
+            fwd.recent_retx.push_back((seq, seq.wrapping_add(span), *ta, now - first_ts, now));
         }
         // One that has closed sends none; the echo in the ACK that covers the FIN then tells
         // whether the first FIN had arrived (`ack::eifel_fin`).
@@ -318,13 +333,14 @@ fn enter_recovery(fwd: &mut DirSeq, rev: &DirSeq, cause: u32, now: i64) {
 const ID_STEP_MAX: u16 = 64;
 const ID_MIN_STEPS: u32 = 3;
 
-/// Was this packet numbered (IPv4 ID) before the newest one already seen from its sender, by a
-/// sender that counts IDs per connection? Records the ID either way.
-fn numbered_before(fwd: &mut DirSeq, ip_id: Option<u32>) -> bool {
-    let Some(id) = ip_id.and_then(|v| u16::try_from(v).ok()) else { return false };
+/// Was this packet numbered (IPv4 ID) before (`Less`) or after (`Greater`) the newest one already
+/// seen from its sender, by a sender that counts IDs per connection? None when the ID tells
+/// nothing (no ID, a sender not counting, a step too large). Records the ID either way.
+fn id_order(fwd: &mut DirSeq, ip_id: Option<u32>) -> Option<std::cmp::Ordering> {
+    let id = ip_id.and_then(|v| u16::try_from(v).ok())?;
     let Some(newest) = fwd.newest_ip_id else {
         fwd.newest_ip_id = Some(id);
-        return false;
+        return None;
     };
     let ahead = id.wrapping_sub(newest);
     let (steps, seen) = &mut fwd.ip_id_steps;
@@ -337,7 +353,15 @@ fn numbered_before(fwd: &mut DirSeq, ip_id: Option<u32>) -> bool {
     if (1..0x8000).contains(&ahead) {
         fwd.newest_ip_id = Some(id);
     }
-    counted && (1..=ID_STEP_MAX).contains(&behind)
+    if !counted {
+        None
+    } else if (1..=ID_STEP_MAX).contains(&behind) {
+        Some(std::cmp::Ordering::Less)
+    } else if (1..=ID_STEP_MAX).contains(&ahead) {
+        Some(std::cmp::Ordering::Greater)
+    } else {
+        None
+    }
 }
 
 /// Does a segment starting at `seq` lie beyond any window the peer (`rev`) advertised? The

@@ -215,30 +215,75 @@ fn compacting_a_closed_flow_keeps_its_analysis() {
     assert_eq!(late(&mut compact), late(&mut st));
 }
 
+/// An upload on a 40 ms path whose segments 0, 2, 3, 4 (IPv4 IDs 10, 12, 13, 14) arrive at 41
+/// ms; segment 1 arrives at `fill_ms` with ID `fill_id` (11: the original; 15: a resend).
+fn upload_with_hole_filled(fill_ms: i64, fill_id: u32) -> Analysis {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = TcpState::default();
+    feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, Some(8));
+    feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, Some(0));
+    feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, Some(9));
+    for (i, id) in [(0u32, 10u32), (2, 12), (3, 13), (4, 14)] {
+        feed(&mut st, 0, 41, c + 1 + 1000 * i, s + 1, PA, 1000, 65535, Some(id));
+    }
+    feed(&mut st, 0, fill_ms, c + 1001, s + 1, PA, 1000, 65535, Some(fill_id))
+}
+
 /// A client segment held on the way for longer than half the RTT fills its hole too late to be
 /// told from a resend by age; its IPv4 ID, behind those of packets already seen from a sender
 /// that numbers its packets, says it left first: reordered (randomized lab pool, c2s holds of
 /// 10-80 ms). A resend takes the next ID and stays a retransmission.
 #[test]
 fn a_late_hole_filler_numbered_before_later_packets_is_reordered() {
-    let (c, s) = (1_000u32, 5_000u32);
-    let run = |held_id: u32| {
-        let mut st = TcpState::default();
-        feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, Some(8));
-        feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, Some(0));
-        feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, Some(9));
-        // segments 0, 2, 3, 4 of an upload (IDs 10, 12, 13, 14); segment 1 (ID 11) is held
-        for (i, id) in [(0u32, 10u32), (2, 12), (3, 13), (4, 14)] {
-            feed(&mut st, 0, 41, c + 1 + 1000 * i, s + 1, PA, 1000, 65535, Some(id));
-        }
-        feed(&mut st, 0, 80, c + 1001, s + 1, PA, 1000, 65535, Some(held_id))
-    };
+    let run = |held_id: u32| upload_with_hole_filled(80, held_id);
     let held = run(11);
     assert_ne!(held.tags & REORDERED, 0, "the original, 39 ms late (RTT 40 ms)");
     assert_eq!(cause(&held), None);
     let resend = run(15);
     assert_eq!(held.tags & REORDERED != 0, resend.tags & REORDERED == 0);
     assert!(cause(&resend).is_some(), "a resend: the next ID");
+}
+
+/// A hole filled soon after it showed (younger than the reordering share of the RTT) by a packet
+/// numbered after everything seen from its sender left after the segment that showed the hole: a
+/// resend of a segment lost before the capture, not a held original, even when its TSval is the
+/// same millisecond's (client-side capture, pool draw0014_bottleneck_client: a fast retransmit
+/// 11.8 ms after the hole on a 28 ms path was called reordered).
+#[test]
+fn a_young_hole_filler_numbered_after_the_newest_is_a_resend() {
+    let run = |fill_id: u32| upload_with_hole_filled(45, fill_id);
+    let held = run(11);
+    assert_ne!(held.tags & REORDERED, 0, "numbered before the segments that passed it: held");
+    let resend = run(15);
+    assert_eq!(resend.tags & REORDERED, 0, "numbered after every segment seen: a resend");
+    assert!(cause(&resend).is_some());
+}
+
+/// A copy the network made of a segment already seen (the same IPv4 ID, sequence and length;
+/// a router's second copy, one TTL lower) arrives after later packets of a sender that numbers
+/// its packets: its ID is behind theirs, but it is no held original, it is a network duplicate
+/// (a public capture's TTL-127/128 copies: 43 were called reordered). With timestamps, its
+/// stamp is the original's, behind too: the same.
+#[test]
+fn a_network_copy_after_later_packets_is_a_duplicate_not_reordering() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = TcpState::default();
+    feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, Some(8));
+    feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, Some(0));
+    feed(&mut st, 0, 40, c + 1, s + 1, A, 0, 65535, Some(9));
+    for i in 0..5u32 {
+        feed(&mut st, 0, 41, c + 1 + 1000 * i, s + 1, PA, 1000, 65535, Some(10 + i));
+    }
+    let copy = feed(&mut st, 0, 42, c + 2001, s + 1, PA, 1000, 65535, Some(12));
+    assert_eq!((copy.tags & REORDERED, cause(&copy)), (0, Some("network_duplicate")));
+    assert_eq!((st.stats.retx_network_duplicate, st.stats.reorder_extent_max_ns), (1, 0));
+
+    let mut st = handshake_at_client_ts(c, s);
+    for i in 0..4u32 {
+        feed_ts(&mut st, 1, 100 + i64::from(i), s + 1 + 1000 * i, c + 1, PA, 1000, (1000 + i, 140));
+    }
+    let copy = feed_ts(&mut st, 1, 105, s + 1001, c + 1, PA, 1000, (1001, 140));
+    assert_eq!((copy.tags & REORDERED, cause(&copy)), (0, Some("network_duplicate")));
 }
 
 /// One packet with SACK blocks (in the other direction's sequence space).
@@ -681,4 +726,32 @@ fn a_timer_resend_after_duplicate_acks_is_no_tail_loss() {
     }
     let rto = feed(&mut st, 1, 600, s + 1, c + 101, PA, 1000, 65535, None);
     assert_eq!((cause(&rto), rto.tags & TAIL_LOSS), (Some("rto"), 0));
+}
+
+/// A server-side capture, no timestamps, no SACK, RTT 40 ms: segment 1 of five is held on the
+/// way, the client's three duplicate ACKs bring a fast retransmit, whose copy is lost; the
+/// held original arrives and the client's ACK of everything comes 2 ms after the resend left.
+/// No ACK of the resend could come back before a round trip: it answered the original, the
+/// resend was spurious (no D-SACK, no echo to say so). 40 ms after the resend it proves nothing.
+#[test]
+fn an_ack_sooner_than_a_round_trip_after_a_fast_retransmit_makes_it_spurious() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |ack_ms: i64| {
+        let mut st = handshake_and_request(c, s);
+        for i in 0..5u32 {
+            feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+        }
+        feed(&mut st, 0, 90, c + 101, s + 1001, A, 0, 65535, None);
+        for ms in 91..94 {
+            feed(&mut st, 0, ms, c + 101, s + 1001, A, 0, 65535, None);
+        }
+        let resend = feed(&mut st, 1, 94, s + 1001, c + 101, PA, 1000, 65535, None);
+        assert_eq!(cause(&resend), Some("fast_retransmit"));
+        let ack = feed(&mut st, 0, ack_ms, c + 101, s + 5001, A, 0, 65535, None);
+        (ack.proved_spurious[1], st.stats.retx_fast, st.stats.retx_spurious, st.stats.reordered[1])
+    };
+    let (proved, fast, spurious, reordered) = run(96);
+    assert_eq!((proved.map(|p| p.0), fast, spurious, reordered), (Some(s + 1001), 0, 1, 1));
+    let (proved, fast, spurious, _) = run(134);
+    assert_eq!((proved, fast, spurious), (None, 1, 0));
 }

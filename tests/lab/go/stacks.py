@@ -9,6 +9,11 @@ Writes OUT_DIR/NAME.pcap and NAME.jsonl (the client's log: one line per request;
 go-<proto>). The QUIC fixture of signatures/tests/go_stacks.rs:
     python -m tests.lab.go.stacks signatures/testdata --proto h3 --sizes 1000 --conns 1 \
         --snaplen 1600 --name go-h3-handshake
+Item 3's fixtures at snaplen 256 (go-h3-coalesced and go-h3-probe-mid are one connection of a
+longer run, cut with `tshark -Y udp.port==PORT -F pcap`), scored against their logs with
+`cargo run --release -p tailscope-signatures --example qtruth -- X.pcap X.jsonl`:
+    python -m tests.lab.go.stacks signatures/testdata --proto h3 \
+        --sizes 1000,175000,1000,2000,1000,1000 --conns 1 --name go-h3-pmtu
 Needs root, tcpdump and Go >= 1.24 (GO=/usr/local/go/bin/go by default; quic-go through the Go
 module proxy: tests/lab/go/go.mod).
 """
