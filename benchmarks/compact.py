@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     runs_s = time.perf_counter() - t0
     tailscope("analyze", hours, "--out", one, "--quiet", "--compact-over", "0")
     rows = {"hourly runs": measure(hourly, a.work, a.repeat)}
-    rows["hourly, compacted"] = {"compact_s": tailscope("compact", hourly, "--grace", "0"), **measure(hourly, a.work, a.repeat)}
+    rows["hourly, compacted"] = {"compact_s": tailscope("compact", hourly), **measure(hourly, a.work, a.repeat)}
     rows["one run"] = measure(one, a.work, a.repeat)
     print(f"{len(files)} hourly files, {a.packets} packets; {len(files)} runs took {runs_s:.1f} s\n")
     print("| dataset | part files | compact s | stats s | report s | dashboards s (panels) |")
