@@ -306,7 +306,8 @@ def test_landing_zone_and_dataset_on_s3(spark, tmp_path, monkeypatch):
         assert sorted(a) == rows(root / "datasets" / "ds", table), table
     # (the server keeps empty directories where objects were deleted: objects are what count)
     assert not [p for p in (root / "datasets" / "ds").glob("_staging/**/*") if p.is_file()]
-    assert len(list((root / "datasets" / "ds" / "_runs").glob("*.json"))) == 2
+    # the first run's manifest alone: the second took nothing new and records nothing (issue 31 item 5)
+    assert len(list((root / "datasets" / "ds" / "_runs").glob("*.json"))) == 1
 
 
 @PLANS
@@ -383,3 +384,34 @@ def test_a_wider_window_or_a_grown_capture_is_refused(spark, plan, tmp_path):
     (why,) = _refused(r)
     assert "grew since run" in why and "--reprocess" in why and str(first) in why
     assert [f.status for f in r.files] == ["failed"] and len(rows(grown, "packets")) == part > 0
+
+
+def _manifests(out: Path) -> list[str]:
+    return sorted(p.name for p in (out / "_runs").glob("*.json"))
+
+
+@PLANS
+def test_a_renamed_copy_or_nothing_new_adds_nothing(spark, plan, tmp_path):
+    """Issue 31 item 5, as on the local engine: a file whose content the dataset holds under
+    another name, or the same inputs again, is skipped as already processed: no `files` row
+    (the cluster test once counted 60 against 45, the copies' with 0 frames) and, when nothing
+    is new, no run manifest either (a cron re-run of a landing zone would add one every time).
+    A new file beside a copy is taken alone."""
+    clean, tail = SAMPLES / "clean.pcap", SAMPLES / "tail_loss.pcap"
+    copy = tmp_path / "copy" / "renamed.pcap"
+    copy.parent.mkdir()
+    copy.write_bytes(clean.read_bytes())
+    local, out = tmp_path / "local", tmp_path / "spark"
+    local_run([clean], local)
+    spark_run([clean], out, plan)
+    for inputs in ([copy], [clean], [clean, copy]):
+        want, got = local_run(inputs, local), spark_run(inputs, out, plan)
+        for r in (want, got):
+            assert r.files == [] and r.manifest["totals"]["files"] == 0, inputs
+            assert sorted(r.manifest["already_processed"]) == sorted(map(str, inputs))
+        assert len(_manifests(out)) == len(_manifests(local)) == 1, inputs
+    want, got = local_run([copy, tail], local), spark_run([copy, tail], out, plan)
+    assert [f.path for f in got.files] == [f.path for f in want.files] == [str(tail)]
+    assert got.manifest["already_processed"] == want.manifest["already_processed"] == [str(copy)]
+    assert len(_manifests(out)) == len(_manifests(local)) == 2
+    assert assert_same_tables(local, out)["files"] == 2

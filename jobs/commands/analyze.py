@@ -59,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="capture files, directories (walked recursively) or glob patterns; - reads a capture from "
                         "standard input (tcpdump -w - | tailscope analyze - --out DS)")
-    p.add_argument("--out", "-o", type=Path, metavar="DIR",
+    p.add_argument("--out", "-o", type=_dataset_arg, metavar="DIR",
                    help="dataset directory (created if missing; runs append). Without it, a quick look: the inputs are "
                         "analysed into a temporary dataset, their connections listed as `tailscope conn` lists them "
                         "(the summary on standard error), and nothing is kept")
@@ -103,6 +103,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "when fewer captures than N are left each capture's flows are spread over the spare threads "
                         "(shards keyed by flow, as tcptrace-style analysis needs). The dataset is the same for any N. "
                         "Each capture in flight holds its own flow table and batches (about 100 MiB on busy traffic)")
+    p.add_argument("--compact-over", type=int, default=None, metavar="N",
+                   help="after the run, compact each partition (a table's day, the files table) holding more than N part "
+                        "files (default: 24, a day of hourly runs; 0: never; local datasets only): readers see old or "
+                        "new files, never both (tailscope compact)")
     p.add_argument("--pseudonymize-clients", type=Path, metavar="KEYFILE",
                    help="store client addresses as Crypto-PAn pseudonyms keyed by KEYFILE (32 bytes, raw or hex: "
                         "openssl rand -hex 32); enrichment still reads the real address; docs/privacy.md")
@@ -183,6 +187,14 @@ def run(args: argparse.Namespace) -> int:
     return rc
 
 
+def _dataset_arg(text: str):
+    """--out: a URL stays a string (Path("s3://b/ds") is "s3:/b/ds", a local directory of that
+    name: spark-submit's documented `--out s3a://...` wrote there), a local name is a Path."""
+    from tailscope.jobs.dataset.storage import is_url
+
+    return text if is_url(text) else Path(text)
+
+
 def _run(args: argparse.Namespace, summary_to=None) -> int:
     # pyarrow's default pool (mimalloc) keeps the buffers freed after each Parquet row group for
     # reuse: ~22 MiB of peak RSS on the 1M-packet benchmark, for the same instruction count (the
@@ -218,7 +230,11 @@ def _run(args: argparse.Namespace, summary_to=None) -> int:
         if not k.is_file():
             print(f"tailscope analyze: error: --keylog {k}: not a readable file", file=sys.stderr)
             return EXIT_USAGE
-    if args.out.exists() and not args.out.is_dir():
+    if isinstance(args.out, str) and args.engine != "spark":
+        print(f"tailscope analyze: error: --out {args.out}: a dataset on object storage or HDFS is written by "
+              "--engine spark (docs/spark.md)", file=sys.stderr)
+        return EXIT_USAGE
+    if isinstance(args.out, Path) and args.out.exists() and not args.out.is_dir():
         print(f"tailscope analyze: error: --out {args.out}: exists and is not a directory", file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -280,6 +296,7 @@ def _run(args: argparse.Namespace, summary_to=None) -> int:
     except tuple(usage_errors) as exc:
         print(f"tailscope analyze: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    _compact_after(args, result)
     if args.json:
         import json
 
@@ -306,3 +323,19 @@ def _run(args: argparse.Namespace, summary_to=None) -> int:
     if totals["files_partial"] or totals["files_failed"]:
         return EXIT_SOME_INPUTS_FAILED
     return EXIT_OK
+
+
+def _compact_after(args: argparse.Namespace, result) -> None:
+    """`--compact-over N`: a run that committed compacts the partitions holding more than N parts
+    (jobs/dataset/compact.py COMPACT_OVER is the default; 0 never). A local dataset only."""
+    from tailscope.jobs.dataset import compact
+    from tailscope.jobs.dataset.storage import is_url
+
+    over = compact.COMPACT_OVER if args.compact_over is None else args.compact_over
+    if over <= 0 or is_url(args.out) or not result.manifest.get("outputs"):
+        return
+    try:
+        compact.compact(args.out, over=over, log=lambda m: print(f"tailscope analyze: {m}", file=sys.stderr))
+    except (compact.CompactError, OSError) as exc:
+        # the run is committed; its small parts stay until a later compaction
+        print(f"tailscope analyze: warning: compaction after the run failed: {exc}", file=sys.stderr)

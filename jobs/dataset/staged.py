@@ -46,6 +46,12 @@ def recover(out) -> list[str]:
     """Delete leftovers of crashed runs; returns what was removed (for the log)."""
     loc = location(out)
     removed = finish_retirements(out)
+    if not loc.remote:
+        from tailscope.jobs.dataset import compact
+
+        # a compaction killed after its commit: swap its staged partitions in before its
+        # staging is removed below (jobs/dataset/compact.py)
+        compact.finish(out)
     for d in loc.listdir(join(out, "_staging")):
         loc.rmtree(d)
         removed.append(str(d))

@@ -36,6 +36,7 @@ from tailscope.jobs.run.run_model import (  # noqa: F401 - AnalyzeOptions, RunRe
     fail,
     file_rows,
     new_run_id,
+    nothing_to_record,
     open_pseudonymizer,
     plan_order,
     pseudonymization_summary,
@@ -136,9 +137,7 @@ def _run(out, run_id, started, t0, inputs, resolved, reports, options, known, en
     elif options.incremental:
         adm = admission.take(planned, reports, known, options, sha256_of)
     already = adm.already
-    if not planned and not reports and not replacement and not removed:
-        # Nothing new, nothing that failed: the dataset is unchanged, so no run is recorded (a
-        # cron re-run of a landing directory would otherwise add a manifest every time).
+    if nothing_to_record(reports, replacement, removed):  # (planned files have reports)
         manifest = build_manifest(run_id, started, t0, inputs, options, reports, dict.fromkeys(SESSION_COUNTERS, 0), {},
                                   removed, argv, already, below_horizon=adm.below_horizon)
         return RunResult(run_id=run_id, out=out, manifest=manifest, files=reports)

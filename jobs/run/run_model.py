@@ -285,6 +285,15 @@ def record_stats(report: FileReport, stats: dict) -> None:
         report.status = "partial" if report.frames else "failed"
 
 
+def nothing_to_record(reports: list[FileReport], replacement, removed: list[str]) -> bool:
+    """Nothing new (every input skipped: the dataset holds it, under this name or another), nothing
+    that failed, nothing replaced or recovered: the dataset is unchanged, so no run is recorded (a
+    cron re-run of a landing zone would otherwise add a manifest every time). Both engines ask it
+    once every input is judged (local.py before reading, spark_engine.py once its tasks hashed
+    them); the run's manifest is still returned, to say what was skipped."""
+    return not reports and not replacement and not removed
+
+
 def build_manifest(run_id, started, t0, inputs, options, reports, totals, rows, removed, argv, already, engine="local",
                    below_horizon=()) -> dict:
     skipped: dict[str, int] = {}

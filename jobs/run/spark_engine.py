@@ -57,6 +57,7 @@ from tailscope.jobs.run.run_model import (
     fail,
     files_table,
     new_run_id,
+    nothing_to_record,
     open_pseudonymizer,
     plan_order,
     pseudonymization_summary,
@@ -446,7 +447,11 @@ def analyze(
                     retired, carried, rest = reprocess.stage_rest(out, replacement, run_id, storage.join(writer.stage, "rewrite"))
             parts, totals, dropped = _by_capture_group(spark, spark_options, writer, files, reports, options, run_id, log, known)
             already += dropped
-        writer.write("files", files_table(reports, run_id))
+        # the local engine's rule: nothing new, nothing failed, nothing replaced: no run recorded
+        # (known only now: a file held under another name is dropped once a task hashed it)
+        unchanged = nothing_to_record(reports, replacement, removed)
+        if not unchanged:
+            writer.write("files", files_table(reports, run_id))
         totals["pseudonymization"] = pseudonymization_summary(open_pseudonymizer(options))
         manifest = build_manifest(run_id, started, t0, inputs, options, reports, totals, _row_counts(writer, totals), removed, argv, already, engine="spark")
         manifest["spark"] = {"master": spark.sparkContext.master, "version": spark.version,
@@ -455,7 +460,11 @@ def analyze(
         if replacement:
             manifest["reprocessed"] = replacement.inputs
             manifest["carried_captures"] = sorted(carried)
-        writer.commit(manifest, more_parts=parts + (rest.close() if rest else []), retired=retired)
+        if unchanged:
+            writer.abort()  # the tasks' staging (empty parts, file stats) goes with the run's
+            writer.loc.rmdir_if_empty(storage.join(out, "_staging"))
+        else:
+            writer.commit(manifest, more_parts=parts + (rest.close() if rest else []), retired=retired)
     except BaseException:
         writer.abort()
         raise

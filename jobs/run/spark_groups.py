@@ -165,7 +165,7 @@ def run_groups(job: GroupJob):
                         for i, f in files:
                             report = FileReport(path=f.label, size=f.size)
                             p = _plan_file(f, name, report, job, paths, scratch)
-                            reports.append({"i": i, "dropped": p is DROPPED, "report": report})
+                            reports.append({"i": i, "dropped": p == DROPPED, "report": report})
                             if isinstance(p, Planned):
                                 planned.append(p)
                         planned.sort(key=plan_order)
@@ -190,7 +190,11 @@ def run_groups(job: GroupJob):
     return run
 
 
-DROPPED = object()
+# What _plan_file returns for a file whose content a committed run holds. A string compared with
+# ==, not an object() compared with `is`: Spark pickles run_groups' closure with its globals by
+# value (cloudpickle), so on an executor the closure's DROPPED was a copy of the one _plan_file
+# returns, `is` never matched, and a renamed copy of a held file kept a files row with 0 frames.
+DROPPED = "dropped"
 
 
 def _plan_file(f: InputFile, group: str, report: FileReport, job: GroupJob, paths: dict, scratch) -> Planned | object | None:

@@ -613,6 +613,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pseudonym::PyPseudonymizer>()?;
     m.add_class::<store::PyPartWriter>()?;
     m.add_function(wrap_pyfunction!(store::tables_by_date, m)?)?;
+    m.add_function(wrap_pyfunction!(store::compact_parts, m)?)?;
     m.add_function(wrap_pyfunction!(store::files_batch_py, m)?)?;
     m.add_function(wrap_pyfunction!(replay::frame_schema_py, m)?)?;
     m.add_function(wrap_pyfunction!(probe, m)?)?;

@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use tailscope_signatures::files_table::{files_batch, FileRow};
-use tailscope_signatures::store::{Closed, PartWriter, Sink, WriterThread, TABLES_BY_DATE};
+use tailscope_signatures::store::{compact, Closed, PartWriter, Sink, WriterThread, TABLES_BY_DATE};
 
 /// What `close` returns to Python: ([(table, date, path)], {table: rows}).
 type ClosedPy = (Vec<(String, Option<String>, String)>, BTreeMap<String, u64>);
@@ -154,4 +154,22 @@ fn files_from(rows: Vec<PyFileRow>) -> PyResult<RecordBatch> {
 #[pyfunction(name = "files_batch")]
 pub(crate) fn files_batch_py(py: Python<'_>, rows: Vec<PyFileRow>) -> PyResult<Py<PyAny>> {
     crate::batch_to_py(py, files_from(rows)?)
+}
+
+/// Rewrite part files of `table` (in order) as few large ones staged under `stage`
+/// (jobs/dataset/compact.py). Returns [(table, date, path)]; raises OSError naming a file.
+#[pyfunction]
+#[pyo3(name = "compact_parts", signature = (stage, run_id, table, inputs, max_rows_per_file=None))]
+pub(crate) fn compact_parts(
+    py: Python<'_>,
+    stage: PathBuf,
+    run_id: &str,
+    table: &str,
+    inputs: Vec<PathBuf>,
+    max_rows_per_file: Option<usize>,
+) -> PyResult<Vec<(String, Option<String>, String)>> {
+    let parts = py
+        .detach(|| compact(&stage, run_id, table, &inputs, max_rows_per_file))
+        .map_err(|e| PyOSError::new_err(e.0))?;
+    Ok(parts.into_iter().map(|p| (p.table, p.date, p.path.display().to_string())).collect())
 }

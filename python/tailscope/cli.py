@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "tailscope.jobs.commands.export",
     "tailscope.jobs.commands.plot",
     "tailscope.jobs.commands.prune",
+    "tailscope.jobs.commands.compact",
     "tailscope.capture.cli",
 ]
 

@@ -4,11 +4,13 @@
 //! [`PartWriter`] does the writing; [`WriterThread`] runs one on its own thread so encoding and
 //! compression overlap the analysis that produces the next batches.
 
+mod compact;
 mod date;
 mod parts;
 mod properties;
 mod thread;
 
+pub use compact::{compact, COMPACT_BATCH_ROWS};
 pub use parts::{PartWriter, StagedPart, StoreError};
 pub use thread::{Closed, Sink, WriterThread};
 
