@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Stages, each timed on its own (CPU time of this thread from /proc/thread-self/schedstat; the
-//! median of `--repeat` runs), each including the ones before it except the replays:
+//! median of `--repeat` runs; a few ms of resolution), each including the ones before it except the replays:
 //! - `read`: the capture's records (`CaptureReader::next_frame`), nothing else;
 //! - `read+decode`: and each frame decoded (link, IP, TCP/UDP);
 //! - `read+decode+flows`: and each packet assigned to its flow (`FlowTracker::assign`);
@@ -34,7 +34,8 @@ use tailscope_signatures::flow::{FlowConfig, FlowTracker};
 use tailscope_signatures::session::{PacketsKept, Session, SessionConfig};
 use tailscope_signatures::tcp::{PacketIn, TcpState};
 
-/// CPU time of this thread so far, in ns (the scheduler's own account, not ticks).
+/// CPU time of this thread so far, in ns (the scheduler's account, brought up to date at its
+/// ticks and switches: a few ms of resolution, so give it a trace of a million packets).
 fn thread_cpu_ns() -> u64 {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").expect("Linux schedstat");
     s.split_whitespace().next().and_then(|v| v.parse().ok()).expect("schedstat's first field")
@@ -189,6 +190,9 @@ fn native(path: &Path, kept: PacketsKept) -> u64 {
     rows as u64
 }
 
+/// One timed stage: runs it once, returns a count (kept from the optimizer).
+type Stage<'a> = Box<dyn Fn() -> u64 + 'a>;
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -206,11 +210,17 @@ fn main() {
 
     let frames = read(&path); // also warms the page cache
     let (segs, payloads, flows) = segments(&path);
-    println!("{}: {} packets, {} TCP segments in {} flows; median of {repeat} runs, CPU µs per packet", path.display(), frames, segs.len(), flows);
+    println!(
+        "{}: {} packets, {} TCP segments in {} flows; median of {repeat} runs, CPU µs per packet",
+        path.display(),
+        frames,
+        segs.len(),
+        flows
+    );
 
     let per_packet = |ns: u64| ns as f64 / 1e3 / frames as f64;
     let mut rows: Vec<(&str, Vec<f64>, Vec<f64>)> = Vec::new();
-    let stages: Vec<(&str, Box<dyn Fn() -> u64>)> = vec![
+    let stages: Vec<(&str, Stage)> = vec![
         ("read", Box::new(|| read(&path))),
         ("read+decode", Box::new(|| read_decode(&path))),
         ("read+decode+flows", Box::new(|| read_decode_flows(&path))),
@@ -250,7 +260,7 @@ fn main() {
     println!("{:<32} {:>9} {:>9} {:>11}", "stage", "cpu µs", "wall µs", "x tcptrace");
     for (name, cpu, wall) in rows {
         let c = median(cpu);
-        let x = reference.map_or(String::from("-"), |r| format!("{:.2}", r / c));
+        let x = reference.filter(|&r| r > 0.0 && c > 0.0).map_or(String::from("-"), |r| format!("{:.2}", r / c));
         println!("{:<32} {:>9.3} {:>9.3} {:>11}", name, c, median(wall), x);
     }
     if let Some(r) = reference {
