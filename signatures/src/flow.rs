@@ -119,11 +119,33 @@ impl EndReason {
 }
 
 /// Direction-independent key: the two endpoints in sorted order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowKey {
     pub proto: u8,
     pub lo: (IpAddr, u16),
     pub hi: (IpAddr, u16),
+}
+
+/// The flow table hashes a key per packet: three words, where the derived `Hash` made nine
+/// writes (per address its variant, a length and the bytes, then each port and the protocol).
+/// Equal keys give equal words, as `Hash` requires; the table's hasher is keyed at random per
+/// process, so nothing written depends on the values.
+impl std::hash::Hash for FlowKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let bits = |a: &IpAddr| match a {
+            IpAddr::V4(v) => u128::from(u32::from(*v)),
+            IpAddr::V6(v) => u128::from(*v),
+        };
+        h.write_u128(bits(&self.lo.0));
+        h.write_u128(bits(&self.hi.0));
+        h.write_u64(
+            u64::from(self.proto)
+                | u64::from(self.lo.1) << 8
+                | u64::from(self.hi.1) << 24
+                | u64::from(self.lo.0.is_ipv6()) << 40
+                | u64::from(self.hi.0.is_ipv6()) << 41,
+        );
+    }
 }
 
 impl FlowKey {

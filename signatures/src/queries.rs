@@ -7,6 +7,7 @@
 //! per client burst; server pushes without a request are not queries.
 
 use crate::seq_number::SeqNumber;
+use crate::spare::ShrinkSpare;
 use crate::tags;
 use tailscope_parsers::tls_record::{SegmentRecords, ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE};
 
@@ -424,9 +425,11 @@ fn tls_part(r: Option<&SegmentRecords>) -> TlsPart {
 }
 
 impl QueryTracker {
+    /// Spare capacity back when worth a reallocation (`spare.rs`; called after every packet of a
+    /// closed flow, whose `ready` empties and refills).
     pub fn shrink_to_fit(&mut self) {
-        self.done.shrink_to_fit();
-        self.ready.shrink_to_fit();
+        self.done.shrink_spare();
+        self.ready.shrink_spare();
     }
     pub fn syn(&mut self, ts_ns: i64) {
         self.first_syn_ns.get_or_insert(ts_ns);

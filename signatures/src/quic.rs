@@ -102,8 +102,11 @@ impl QuicState {
         let mut mask = 0;
         // Packets to a side carry the SCID that side chose as their DCID.
         let short_len = self.scid[1 - dir].len();
-        let dg = quic::parse_datagram(payload, short_len);
-        for p in &dg.packets {
+        // The packets one at a time, as `parse_datagram` would list them (it stops at the first
+        // that does not parse), without its Vec: an allocation per datagram was ~1% of the mix
+        // trace's native loop (a fifth of its packets are QUIC).
+        for p in quic::packets(payload, short_len) {
+            let Ok(p) = &p else { break };
             if p.form == Form::Long && p.ty != PacketType::VersionNegotiation {
                 self.version.get_or_insert(p.version);
                 if self.scid[dir].is_empty() && !p.scid.is_empty() {

@@ -510,11 +510,11 @@ impl Session {
                 f.sni = q.sni.clone();
                 f.alpn = q.alpn.clone();
             }
-            let cids = [q.scid[0].clone(), q.scid[1].clone()];
-            if (cids[0].len(), cids[1].len()) != known {
-                for c in cids.iter() {
-                    self.tracker.register_cid(a.slot, c);
-                }
+            // Copied (to free the flow for the tracker) only when one is new: two copies per
+            // datagram were two allocations per QUIC packet.
+            let cids = ((q.scid[0].len(), q.scid[1].len()) != known).then(|| [q.scid[0].clone(), q.scid[1].clone()]);
+            for c in cids.iter().flatten() {
+                self.tracker.register_cid(a.slot, c);
             }
             if a.migrated {
                 if let Some(q) = self.tracker.flow_mut(a.slot).quic.as_mut() {
