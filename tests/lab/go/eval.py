@@ -154,32 +154,22 @@ class Evaluation:
     draws: list
     failed: dict
 
-    def totals(self, proto: str) -> ProtoScore:
+    def totals(self, proto: str, family: str | None = None) -> ProtoScore:
+        """The protocol's scores summed over the draws (of one family, when given)."""
         t = ProtoScore()
         for d in self.draws:
-            s = d.protos[proto]
-            t.requests += s.requests
-            t.found += s.found
-            t.within += s.within
-            t.extra += s.extra
-            t.queries += s.queries
-            t.details += s.details
+            if family is None or d.family == family:
+                s = d.protos[proto]
+                t.requests += s.requests
+                t.found += s.found
+                t.within += s.within
+                t.extra += s.extra
+                t.queries += s.queries
+                t.details += s.details
         return t
 
     def per_family(self, proto: str) -> dict:
-        out = {}
-        for fam in FAMILIES:
-            t = ProtoScore()
-            for d in self.draws:
-                if d.family == fam:
-                    s = d.protos[proto]
-                    t.requests += s.requests
-                    t.found += s.found
-                    t.within += s.within
-                    t.extra += s.extra
-                    t.queries += s.queries
-            out[fam] = t
-        return out
+        return {fam: self.totals(proto, fam) for fam in FAMILIES}
 
     def handshake(self) -> list:
         return [h for d in self.draws for h in d.handshake]
