@@ -271,32 +271,45 @@ impl Pathology {
         // rate from the goodput.
         // Then refine around the best coarse step: over a long flow a rate 5 % off puts every
         // pass after a while deep in (false) debt or credit.
+        // Each rate's burst is what the sender got ahead of it before the first loss, or a little
+        // less (`BURST_SHRINK`): ties keep the larger.
         let fit = |rates: &[f64; RATE_STEPS]| {
-            let bursts = bursts_before(&before, rates);
-            let (loss_empty, pass_empty, pass_short) = replay(&window, rates, &bursts);
+            let drained = bursts_before(&before, rates);
             let mut best: Option<(usize, f64, Fit)> = None;
-            for step in 0..RATE_STEPS {
-                let f = Fit {
-                    rate: rates[step],
-                    burst: bursts[step],
-                    loss_share: loss_empty[step] as f64 / n_loss.max(1) as f64,
-                    pass_share: pass_empty[step] as f64 / n_pass.max(1) as f64,
-                    empty_lift: {
-                        // Laplace-smoothed: P(drop | empty bucket) / P(drop | tokens left); not
-                        // judged (infinite) when too few transmissions found tokens to tell
-                        // (a sender far above the rate meets an empty bucket nearly always).
-                        let (le, ps) = (f64::from(loss_empty[step]), f64::from(pass_short[step]));
-                        let (ln, pn) = (n_loss as f64 - le, (n_pass as f64 - ps).max(0.0));
-                        if ln + pn < POLICE_MIN_TOKENS_SHARE * (n_loss + n_pass) as f64 {
-                            f64::INFINITY
-                        } else {
-                            ((le + 1.0) / (le + ps + 2.0)) / ((ln + 1.0) / (ln + pn + 2.0))
-                        }
-                    },
-                };
-                let score = f.loss_share - f.pass_share;
-                if best.as_ref().is_none_or(|b| score > b.1) {
-                    best = Some((step, score, f));
+            for shrink in BURST_SHRINK {
+                let bursts: [f64; RATE_STEPS] = std::array::from_fn(|k| {
+                    // Never down to the floor: that is the verdict's sign of no bucket at all.
+                    let b = drained[k] * shrink;
+                    if b > BURST_FLOOR {
+                        b
+                    } else {
+                        drained[k]
+                    }
+                });
+                let (loss_empty, pass_empty, pass_short) = replay(&window, rates, &bursts);
+                for step in 0..RATE_STEPS {
+                    let f = Fit {
+                        rate: rates[step],
+                        burst: bursts[step],
+                        loss_share: loss_empty[step] as f64 / n_loss.max(1) as f64,
+                        pass_share: pass_empty[step] as f64 / n_pass.max(1) as f64,
+                        empty_lift: {
+                            // Laplace-smoothed: P(drop | empty bucket) / P(drop | tokens left); not
+                            // judged (infinite) when too few transmissions found tokens to tell
+                            // (a sender far above the rate meets an empty bucket nearly always).
+                            let (le, ps) = (f64::from(loss_empty[step]), f64::from(pass_short[step]));
+                            let (ln, pn) = (n_loss as f64 - le, (n_pass as f64 - ps).max(0.0));
+                            if ln + pn < POLICE_MIN_TOKENS_SHARE * (n_loss + n_pass) as f64 {
+                                f64::INFINITY
+                            } else {
+                                ((le + 1.0) / (le + ps + 2.0)) / ((ln + 1.0) / (ln + pn + 2.0))
+                            }
+                        },
+                    };
+                    let score = f.loss_share - f.pass_share;
+                    if best.as_ref().is_none_or(|b| score > b.1) {
+                        best = Some((step, score, f));
+                    }
                 }
             }
             best.expect("RATE_STEPS > 0")
@@ -338,6 +351,16 @@ impl RttSpread {
 fn percentile(sorted: &[i64], p: f64) -> i64 {
     sorted[(((p / 100.0) * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
+
+/// The shares of the drained burst (`bursts_before`) the policing fit also tries. What the sender
+/// got ahead of a rate before its first drop is measured at the capture, not at the policer:
+/// packets held between the two (a busy router, cross traffic; in the lab a 5 ms stall of the
+/// relay, policing_x6 on a loaded CI machine) reach the policer bunched later, after its bucket
+/// refilled longer than the capture shows, so the capture overstates the bucket by that refill.
+/// Overstated by a packet, the replay leaves every drop of the next full-bucket burst a packet's
+/// tokens and calls none of them policed (10 of that flow's 29 drops). Within the lab's
+/// tolerance for the burst (50 %).
+const BURST_SHRINK: [f64; 4] = [1.0, 0.9, 0.8, 0.7];
 
 /// The rates the policing search tries: the goodput times 1.0, 1.1, ... 6.0, then as many
 /// between the neighbours of the best.
@@ -546,6 +569,39 @@ mod tests {
             let found = v.policing_rate_bps.unwrap();
             assert!((found / rate - 1.0).abs() < 0.15, "{found} vs {rate}");
         }
+    }
+
+    /// Lab policing_x6 on a loaded CI machine: windows of back-to-back 1448-byte segments each
+    /// RTT (40 ms) through a 6 Mbit/s, 24 kB token bucket, the second window held 5 ms on its
+    /// way to the policer halfway through (the capture saw it sent in 0.8 ms). The capture
+    /// overstates the drained bucket by 5 ms of tokens; every drop still met an empty bucket.
+    #[test]
+    fn a_window_held_before_the_policer_is_still_policing() {
+        let (rate, bucket, len) = (6e6 / 8.0, 24_000.0, 1448.0);
+        let ms = 1_000_000i64;
+        // (start, segments) of each window: a response, an idle 140 ms, a second response.
+        let windows = [(0, 10), (40, 18), (80, 18), (120, 14), (300, 26), (340, 14), (380, 20), (420, 10)];
+        let mut p = Pathology::default();
+        let (mut tokens, mut at, mut lost) = (bucket, 0i64, 0);
+        for (w, &(start, n)) in windows.iter().enumerate() {
+            for i in 0..n {
+                let sent = start * ms + i * 40_000;
+                let held = if w == 1 && i >= 6 { 5 * ms } else { 0 };
+                let arrival = (sent + held).max(at);
+                tokens = (tokens + rate * (arrival - at) as f64 / 1e9).min(bucket);
+                at = arrival;
+                let idx = p.sent(sent, len as u32).unwrap();
+                if tokens < len {
+                    p.lost(idx);
+                    lost += 1;
+                } else {
+                    tokens -= len;
+                }
+            }
+        }
+        assert!(lost >= POLICE_MIN_LOSSES, "{lost}");
+        let v = p.finish(500 * ms, Some(40 * ms), &|_| Some(41 * ms));
+        assert!(v.policed, "{lost} drops: {v:?}");
     }
 
     #[test]
