@@ -352,15 +352,17 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
     sorted[(((p / 100.0) * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
-/// The shares of the drained burst (`bursts_before`) the policing fit also tries. What the sender
-/// got ahead of a rate before its first drop is measured at the capture, not at the policer:
-/// packets held between the two (a busy router, cross traffic; in the lab a 5 ms stall of the
-/// relay, policing_x6 on a loaded CI machine) reach the policer bunched later, after its bucket
-/// refilled longer than the capture shows, so the capture overstates the bucket by that refill.
-/// Overstated by a packet, the replay leaves every drop of the next full-bucket burst a packet's
-/// tokens and calls none of them policed (10 of that flow's 29 drops). Within the lab's
-/// tolerance for the burst (50 %).
-const BURST_SHRINK: [f64; 4] = [1.0, 0.9, 0.8, 0.7];
+/// The shares of the drained burst (`bursts_before`) the policing fit tries. What the sender got
+/// ahead of a rate before its first drop is measured at the capture, not at the policer: packets
+/// held between the two (a busy router, cross traffic; in the lab the relay stalled 5 ms on a
+/// loaded CI machine, policing_x6) reach the policer bunched later, after its bucket refilled
+/// longer than the capture shows, so the capture overstates the bucket by that refill.
+/// Overstated by a packet, the replay left every drop of the next full-bucket burst a packet's
+/// tokens and called none of them policed (10 of that flow's 29 drops; 3 of 30 runs under load
+/// missed a flow, none with 0.9 tried). A smaller bucket lets more loss patterns fit: 0.9 (or
+/// 0.8, 0.7 beside it) fitted one bursty-loss draw of 200 as a policer (draw0090: 11 Gilbert
+/// drops; docs/accuracy.md), 0.95 left the unit test's 5 ms hold unexplained.
+const BURST_SHRINK: [f64; 2] = [1.0, 0.9];
 
 /// The rates the policing search tries: the goodput times 1.0, 1.1, ... 6.0, then as many
 /// between the neighbours of the best.
