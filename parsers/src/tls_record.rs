@@ -47,6 +47,14 @@ pub struct SegmentRecords {
     pub client_hello: bool,
     /// The first record's body length (0 when the segment is `continued`).
     pub first_length: usize,
+    /// Beyond the records listed (`MAX_RECORDS`), the walk reads on as far as the captured bytes
+    /// go, for these three: the largest body length of every record read,
+    pub max_length: usize,
+    /// every record read was application data,
+    pub only_application_data: bool,
+    /// and the records read end exactly at the segment's end, or the next header lies beyond the
+    /// captured bytes (a snaplen: the records there are unknown).
+    pub read_to_end_or_snap: bool,
     /// Where the last record listed ends, from the segment's first byte: beyond `seglen` when
     /// that record continues in the next segments (a ~1.5 kB ClientHello, a large response record).
     pub end: usize,
@@ -78,13 +86,34 @@ impl SegmentRecords {
                 break;
             }
         }
+        out.read_on(captured, seglen);
         Some(out)
+    }
+
+    /// `max_length`, `only_application_data`, `read_to_end_or_snap`: the listed records, then
+    /// the headers after them inside `captured` (HTTP/2 clients send a dozen 43-byte
+    /// WINDOW_UPDATE records in one segment when their reader falls behind).
+    fn read_on(&mut self, captured: &[u8], seglen: usize) {
+        let mut at = 0;
+        self.only_application_data = true;
+        while at < seglen {
+            let Some(h) = RecordHeader::parse(captured.get(at..).unwrap_or_default()) else {
+                self.read_to_end_or_snap = captured.len() < at + HEADER_LEN;
+                return;
+            };
+            self.max_length = self.max_length.max(h.length);
+            self.only_application_data &= h.content_type == APPLICATION_DATA;
+            at += HEADER_LEN + h.length;
+        }
+        self.read_to_end_or_snap = at == seglen;
     }
 
     /// A segment whose first `body` bytes end a record of type `content_type` whose header an
     /// earlier segment showed; the records after them walked as `walk` does (their headers are
     /// read only inside `captured`).
     pub fn continuing(content_type: u8, body: usize, captured: &[u8], seglen: usize) -> SegmentRecords {
+        // A continued record's length is not known here: `max_length` and the rest say nothing
+        // (left at their defaults: no record read).
         let mut out = SegmentRecords { continued: true, end: body, ..SegmentRecords::default() };
         out.types[0] = content_type;
         out.count = 1;
@@ -121,6 +150,27 @@ mod tests {
         let mut r = vec![ty, 3, 3, (len >> 8) as u8, len as u8];
         r.resize(HEADER_LEN + len, 0xab);
         r
+    }
+
+    /// Go's HTTP/2 client: ten WINDOW_UPDATE records in one segment, four of them kept by a
+    /// 256-byte snaplen; then a request's small HEADERS record with a large DATA record behind.
+    #[test]
+    fn records_beyond_the_listed_are_read_as_far_as_the_capture_goes() {
+        let seg: Vec<u8> = (0..10).flat_map(|_| record(APPLICATION_DATA, 38)).collect();
+        let r = SegmentRecords::walk(&seg[..202], seg.len()).unwrap();
+        assert_eq!(
+            (r.count, r.complete, r.max_length, r.only_application_data, r.read_to_end_or_snap),
+            (4, false, 38, true, true)
+        );
+        let whole = SegmentRecords::walk(&seg, seg.len()).unwrap();
+        assert!(whole.read_to_end_or_snap && !whole.complete);
+        let mut post = record(APPLICATION_DATA, 38);
+        post.extend(record(APPLICATION_DATA, 1200));
+        let r = SegmentRecords::walk(&post[..202], post.len()).unwrap();
+        assert_eq!((r.max_length, r.read_to_end_or_snap), (1200, true));
+        let mut garbage = record(APPLICATION_DATA, 38);
+        garbage.extend([0u8; 60]);
+        assert!(!SegmentRecords::walk(&garbage, garbage.len()).unwrap().read_to_end_or_snap);
     }
 
     #[test]

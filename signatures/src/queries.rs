@@ -345,8 +345,11 @@ enum TlsPart {
 /// RFC 8446 §5.2: an encrypted alert's record body (alert 2 + content type 1 + AEAD tag 16).
 const TLS13_ALERT_LEN: usize = 19;
 
-/// The largest client segment of whole application-data records read as an HTTP/2 control
-/// record (docs/queries.md#http2-control-records). Go's HTTP/2 client, measured on
+/// The largest application-data record, on the wire, read as an HTTP/2 control record
+/// (docs/queries.md#http2-control-records); a client segment of such records only, whole, is
+/// control records (Go's client sends two WINDOW_UPDATE pairs in one 96-byte segment when its
+/// reader falls behind the data: two-stack lab stack0015_clean, where a whole-segment limit
+/// took that segment for the next request, 51 ms early). Go's HTTP/2 client, measured on
 /// signatures/testdata/go-h2-window.pcap (TLS 1.3: a record is its frames + 22 bytes): SETTINGS
 /// ACK 26-byte records, one WINDOW_UPDATE 30, the pair (stream + connection) 43 while a response
 /// streams; PING would be 39. But requests whose headers HPACK indexes are as small: 32, 43 and
@@ -355,7 +358,7 @@ const TLS13_ALERT_LEN: usize = 19;
 /// client sends requests after the response it waits for, unless it multiplexes - merged then
 /// anyway, docs/queries.md#limits), or opened an exchange the server answered with nothing for
 /// longer than a round trip (`restarts`).
-const CONTROL_MAX: u32 = 64;
+const CONTROL_MAX: usize = 64;
 
 /// How soon after the client's ACK completing a response a control record is its reaction to
 /// that response (Go's client sends the connection's WINDOW_UPDATE ~0.1 ms after it, at the
@@ -364,12 +367,18 @@ const CONTROL_MAX: u32 = 64;
 /// until the server's delayed ACK 135 ms later: the corpus' tls1.2.pcap) lost its start.
 const CONTROL_REACTION_NS: i64 = 10_000_000;
 
-/// The segment is small and only whole application-data records, as HTTP/2's WINDOW_UPDATE,
-/// SETTINGS ACK, PING and RST_STREAM frames are (`CONTROL_MAX`).
+/// The segment is only whole small application-data records, as HTTP/2's WINDOW_UPDATE,
+/// SETTINGS ACK, PING and RST_STREAM frames are (`CONTROL_MAX`), as far as the capture shows
+/// them: Go's client sent ten 43-byte WINDOW_UPDATE records in one 480-byte segment, of which
+/// snaplen 256 keeps four (two-stack lab stack0020_clean).
 fn control_record(s: &Seen) -> bool {
-    s.seglen <= CONTROL_MAX
-        && s.tls.is_some_and(|r| r.complete && !r.continued && r.types().iter().all(|&t| t == APPLICATION_DATA))
+    s.tls.is_some_and(|r| {
+        !r.continued && r.only_application_data && r.read_to_end_or_snap && r.max_length + TLS_HEADER_LEN <= CONTROL_MAX
+    })
 }
+
+/// A TLS record header's bytes (content type, version, length).
+const TLS_HEADER_LEN: usize = 5;
 
 /// A client burst restarts the open exchange when its request so far was control records
 /// only, sent as the client read the previous response, unanswered, and the burst comes more
@@ -510,7 +519,7 @@ impl QueryTracker {
                 let mut delivered = None;
                 if let Some(q) = self.take_unless_handshake() {
                     let mut q = q;
-                    late_ack(&mut q, s);
+                    late_ack(&mut q, s, control);
                     delivered = q.acked_ns;
                     if settled(&q) {
                         self.ready.push(q);
@@ -845,13 +854,19 @@ fn window_held(q: &mut Query, s: &Seen) {
 
 /// The client's next request acknowledges the previous response: its own ACK was lost (or
 /// delayed into the request). It was delivered about a minimum RTT after its last byte left.
-fn late_ack(q: &mut Query, s: &Seen) {
+/// A control record (`control_record`) is no next request but the client's reaction to reading
+/// the response (HTTP/2's WINDOW_UPDATE): its ACK is as timely as a bare one. Estimated instead,
+/// the delivery missed the queue the response met (two-stack lab stack0029_queue: 345 ms against
+/// the client's 463), and the WINDOW_UPDATE, now "long after" it, opened the next exchange in
+/// place of the request 50 ms later.
+fn late_ack(q: &mut Query, s: &Seen, control: bool) {
     if !s.c2s || q.acked_ns.is_some() || q.first_byte_ns.is_none() {
         return;
     }
     if let (Some(ack), Some(end)) = (s.ack, q.response_end_seq) {
         if SeqNumber(ack).at_or_after(end) {
             q.acked_ns = Some(match (q.last_activity_ns(), s.rtt_min_ns) {
+                _ if control => delivered(q, s.ts_ns, end, s.rtt_min_ns),
                 (Some(last), Some(rtt)) => (last + rtt).min(s.ts_ns),
                 _ => s.ts_ns,
             });

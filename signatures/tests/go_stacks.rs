@@ -217,3 +217,23 @@ fn assert_within_rtt(name: &str, rtt_ns: i64) {
         assert!(err.abs() <= rtt_ns, "{name}: request {i}: duration off by {} ms", err / 1_000_000);
     }
 }
+
+/// Item 2, a reader that falls behind (the two-stack lab's stack0020_clean, 134 ms RTT, one HTTP/2
+/// connection cut out): Go's client sent ten 43-byte WINDOW_UPDATE records in one 480-byte
+/// segment while a 253 kB response streamed, four of them inside snaplen 256. Judged by the
+/// segment's size, it opened a query: the response's query ended 137 ms early and the next
+/// request was swallowed. One query per request, each within one RTT of the client's.
+#[test]
+fn a_segment_of_many_window_updates_is_no_request() {
+    assert_within_rtt("go-h2-update-burst", 134_000_000);
+}
+
+/// Item 2 behind a queue (stack0029_queue, 54 ms path, a 500 ms queue): the client's last
+/// WINDOW_UPDATE pair carried the ACK completing a 275 kB response 117 ms after its last byte
+/// plus the path's minimum RTT - the queue's wait. Taken for a late ACK, the delivery was
+/// estimated at the minimum RTT (345 ms against the client's 463) and the WINDOW_UPDATE opened
+/// the next exchange in place of the request 50 ms later.
+#[test]
+fn a_window_update_acknowledging_a_queued_response_is_no_request() {
+    assert_within_rtt("go-h2-queued-update", 54_000_000);
+}
