@@ -91,7 +91,7 @@ impl InferredQueries {
         } else {
             self.server_first_ns.get_or_insert(ts_ns);
             self.server_handshake_last_ns = Some(ts_ns);
-            if !handshake && self.client_handshake_ns.is_none() {
+            if !handshake && self.client_keys_ns.is_none() {
                 self.server_initial_last_ns = Some(ts_ns);
             }
         }
@@ -109,9 +109,9 @@ impl InferredQueries {
 
     /// RFC 9312 §4.8.1's handshake RTT from packet headers alone (a capture cut too short to
     /// decrypt the Initials): the server's last Initial packet to the client's first Handshake
-    /// packet, at a server-side capture.
+    /// or 1-RTT packet (the first that shows its handshake keys), at a server-side capture.
     pub fn header_handshake_rtt_ns(&self) -> Option<i64> {
-        let rtt = self.client_handshake_ns.zip(self.server_initial_last_ns).map(|(c, s)| c - s);
+        let rtt = self.client_keys_ns.zip(self.server_initial_last_ns).map(|(c, s)| c - s);
         rtt.filter(|&r| r > 0 && self.server_side())
     }
 
@@ -463,6 +463,22 @@ mod tests {
         c.long_header(1, 40 * MS, false);
         c.long_header(0, 41 * MS, true);
         assert_eq!(c.header_handshake_rtt_ns(), None);
+    }
+
+    /// quic-go at snaplen 256 (two-stack lab, every clean draw): the client's Finished rides in a
+    /// Handshake packet coalesced behind its padded 1,252-byte Initial and is cut off; its first
+    /// 1-RTT packet, 0.3 ms later, is the first the capture shows of its keys. Before, the RTT
+    /// waited for a client Handshake header that never came: null on 9 of 18 flows.
+    #[test]
+    fn the_handshake_rtt_from_headers_ends_at_the_first_packet_with_the_clients_keys() {
+        let mut q = InferredQueries::default();
+        q.long_header(0, 0, false); // ClientHello, two Initials
+        q.long_header(0, MS / 4, false);
+        q.long_header(1, MS, false); // the server's Initial, then its Handshake
+        q.long_header(1, MS + MS / 2, true);
+        q.long_header(0, 104 * MS, false); // the client's Initial ACK; its Handshake cut off
+        q.one_rtt(0, 104 * MS + MS / 3, 131, 0, None);
+        assert_eq!(q.header_handshake_rtt_ns(), Some(103 * MS + MS / 3));
     }
 
     #[test]

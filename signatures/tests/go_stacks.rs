@@ -237,3 +237,19 @@ fn a_segment_of_many_window_updates_is_no_request() {
 fn a_window_update_acknowledging_a_queued_response_is_no_request() {
     assert_within_rtt("go-h2-queued-update", 54_000_000);
 }
+
+/// Item 4 at snaplen 256 (two-stack lab stack0005_clean, a 145 ms path; the connection's first
+/// 27 packets): the client answers the server's flight with one 1,280-byte datagram, an Initial
+/// whose Length ends at byte 1,034 and its Handshake packet (the Finished) behind it, cut off.
+/// The server's 1-RTT data follows at once; the client's next packet comes a round trip later.
+/// The handshake RTT ends at the datagram that carried the Finished (147 ms: the path and the
+/// client's work), not at that next packet (295 ms).
+#[test]
+fn a_finished_cut_off_behind_the_initial_ends_the_handshake_rtt() {
+    let mut s = run_to_end(fixture("go-h3-cut-finished"), "go-h3-cut-finished");
+    let flows: Vec<_> = s.take_output(true).into_iter().filter_map(|d| d.flows).collect();
+    let f = flows.iter().find(|f| f.num_rows() > 0).expect("the QUIC flow");
+    let rtt = f.column_by_name("quic_handshake_rtt_ns").unwrap().as_primitive::<Int64Type>();
+    assert!(!rtt.is_null(0), "no handshake RTT");
+    assert!((145_000_000..150_000_000).contains(&rtt.value(0)), "handshake RTT {} ms", rtt.value(0) / 1_000_000);
+}
