@@ -5,7 +5,7 @@
 # bound to loopback, on free ports, logs and work directories under STATE_DIR.
 #
 #   scripts/spark-cluster.sh start STATE_DIR [WORKERS=2] [CORES=1] [MEMORY=1g]
-#       prints MASTER=spark://127.0.0.1:PORT, MASTER_UI=http://127.0.0.1:PORT and WORKER_PIDS
+#       prints MASTER=spark://127.0.0.1:PORT, MASTER_UI=http://127.0.0.1:PORT, WORKER_PIDS, SPARK_HOME
 #       (also written to STATE_DIR/cluster.env) once every worker has registered
 #   scripts/spark-cluster.sh stop STATE_DIR
 #       kills every process the start left (each JVM was started in a session of its own, so an
