@@ -78,6 +78,13 @@ def _relay_udp(res: ScenarioResult) -> dict:
         out[port][r["dir"]].append((r.get("dgram_n"), r["action"], bool(r.get("rule_kind") == "reorder")))
         if r["action"] == "forward" and r.get("delay_ms") is not None:
             out[port]["times"][r["dir"]].append((r["rx_ts_ns"], r["ts_ns"], r["delay_ms"]))
+    # In the order the endpoints sent them, not the relay's log order: a held datagram is logged
+    # when forwarded, after later ones (stack0007_reordering: the server's Handshake datagram, its
+    # third, held 22 ms, came fourth, and the handshake was scored as unimpaired).
+    for d in out.values():
+        for dr in ("c2s", "s2c"):
+            d[dr].sort(key=lambda x: x[0] or 0)
+            d["times"][dr].sort()
     return out
 
 
