@@ -10,7 +10,8 @@ pub const APPLICATION_DATA: u8 = 23;
 /// Handshake message type of a ClientHello (RFC 8446 §4).
 const CLIENT_HELLO: u8 = 1;
 
-const HEADER_LEN: usize = 5;
+/// A record header's bytes: content type, legacy version, length.
+pub const HEADER_LEN: usize = 5;
 /// RFC 5246 §6.2.3: a TLSCiphertext fragment is at most 2^14 + 2048 bytes.
 const MAX_LEN: usize = (1 << 14) + 2048;
 /// Records walked per segment: a handshake flight's few, then it no longer matters.
@@ -74,38 +75,32 @@ impl SegmentRecords {
             first_length: first.length,
             ..SegmentRecords::default()
         };
+        // The first `MAX_RECORDS` are listed; the walk reads on past them, as far as the captured
+        // bytes go, for `max_length` and the rest (HTTP/2 clients send a dozen 43-byte
+        // WINDOW_UPDATE records in one segment when their reader falls behind).
         let mut at = 0;
-        while out.count < MAX_RECORDS {
-            let Some(h) = RecordHeader::parse(captured.get(at..).unwrap_or_default()) else { break };
-            out.types[out.count] = h.content_type;
-            out.count += 1;
+        out.only_application_data = true;
+        loop {
+            let Some(h) = RecordHeader::parse(captured.get(at..).unwrap_or_default()) else {
+                out.read_to_end_or_snap = captured.len() < at + HEADER_LEN;
+                break;
+            };
+            out.max_length = out.max_length.max(h.length);
+            out.only_application_data &= h.content_type == APPLICATION_DATA;
+            let listed = out.count < MAX_RECORDS;
             at += HEADER_LEN + h.length;
-            out.end = at;
+            if listed {
+                out.types[out.count] = h.content_type;
+                out.count += 1;
+                out.end = at;
+            }
             if at >= seglen {
-                out.complete = at == seglen;
+                out.complete = listed && at == seglen;
+                out.read_to_end_or_snap = at == seglen;
                 break;
             }
         }
-        out.read_on(captured, seglen);
         Some(out)
-    }
-
-    /// `max_length`, `only_application_data`, `read_to_end_or_snap`: the listed records, then
-    /// the headers after them inside `captured` (HTTP/2 clients send a dozen 43-byte
-    /// WINDOW_UPDATE records in one segment when their reader falls behind).
-    fn read_on(&mut self, captured: &[u8], seglen: usize) {
-        let mut at = 0;
-        self.only_application_data = true;
-        while at < seglen {
-            let Some(h) = RecordHeader::parse(captured.get(at..).unwrap_or_default()) else {
-                self.read_to_end_or_snap = captured.len() < at + HEADER_LEN;
-                return;
-            };
-            self.max_length = self.max_length.max(h.length);
-            self.only_application_data &= h.content_type == APPLICATION_DATA;
-            at += HEADER_LEN + h.length;
-        }
-        self.read_to_end_or_snap = at == seglen;
     }
 
     /// A segment whose first `body` bytes end a record of type `content_type` whose header an

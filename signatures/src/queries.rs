@@ -9,7 +9,9 @@
 use crate::seq_number::SeqNumber;
 use crate::spare::ShrinkSpare;
 use crate::tags;
-use tailscope_parsers::tls_record::{SegmentRecords, ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE};
+use tailscope_parsers::tls_record::{
+    SegmentRecords, ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE, HEADER_LEN,
+};
 
 /// One signature that struck inside a query and what it cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -373,12 +375,9 @@ const CONTROL_REACTION_NS: i64 = 10_000_000;
 /// snaplen 256 keeps four (two-stack lab stack0020_clean).
 fn control_record(s: &Seen) -> bool {
     s.tls.is_some_and(|r| {
-        !r.continued && r.only_application_data && r.read_to_end_or_snap && r.max_length + TLS_HEADER_LEN <= CONTROL_MAX
+        !r.continued && r.only_application_data && r.read_to_end_or_snap && r.max_length + HEADER_LEN <= CONTROL_MAX
     })
 }
-
-/// A TLS record header's bytes (content type, version, length).
-const TLS_HEADER_LEN: usize = 5;
 
 /// A client burst restarts the open exchange when its request so far was control records
 /// only, sent as the client read the previous response, unanswered, and the burst comes more
@@ -865,10 +864,13 @@ fn late_ack(q: &mut Query, s: &Seen, control: bool) {
     }
     if let (Some(ack), Some(end)) = (s.ack, q.response_end_seq) {
         if SeqNumber(ack).at_or_after(end) {
-            q.acked_ns = Some(match (q.last_activity_ns(), s.rtt_min_ns) {
-                _ if control => delivered(q, s.ts_ns, end, s.rtt_min_ns),
-                (Some(last), Some(rtt)) => (last + rtt).min(s.ts_ns),
-                _ => s.ts_ns,
+            q.acked_ns = Some(if control {
+                delivered(q, s.ts_ns, end, s.rtt_min_ns)
+            } else {
+                match (q.last_activity_ns(), s.rtt_min_ns) {
+                    (Some(last), Some(rtt)) => (last + rtt).min(s.ts_ns),
+                    _ => s.ts_ns,
+                }
             });
         }
     }

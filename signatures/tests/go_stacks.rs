@@ -46,6 +46,12 @@ fn analyze(name: &str) -> (Vec<i64>, Vec<Option<String>>) {
     (starts, snis)
 }
 
+/// The flows row of a one-connection fixture.
+fn only_flow(name: &str) -> arrow_array::RecordBatch {
+    let mut s = run_to_end(fixture(name), name);
+    s.take_output(true).into_iter().filter_map(|d| d.flows).find(|f| f.num_rows() > 0).expect("the flow")
+}
+
 /// The client's log: each request's start (ns since the epoch), in order.
 fn truth(name: &str) -> Vec<i64> {
     let text = std::fs::read_to_string(format!("{TESTDATA}/{name}.jsonl")).expect("the truth");
@@ -116,9 +122,7 @@ fn the_sni_comes_from_a_resent_client_hello() {
 /// the handshake RTT is measured from the copy the client answered, not the repeat (~4 ms).
 #[test]
 fn a_server_initial_repeat_the_client_did_not_need_is_no_loss() {
-    let mut s = run_to_end(fixture("go-h3-handshake"), "go-h3-handshake");
-    let flows: Vec<_> = s.take_output(true).into_iter().filter_map(|d| d.flows).collect();
-    let f = flows.iter().find(|f| f.num_rows() > 0).expect("the QUIC flow");
+    let f = only_flow("go-h3-handshake");
     let retx = f.column_by_name("quic_server_initial_retx").unwrap().as_primitive::<Int64Type>().value(0);
     assert!(retx > 0, "the server did repeat its first flight");
     let sigs = f.column_by_name("signatures").unwrap().as_list::<i32>().value(0);
@@ -246,9 +250,7 @@ fn a_window_update_acknowledging_a_queued_response_is_no_request() {
 /// client's work), not at that next packet (295 ms).
 #[test]
 fn a_finished_cut_off_behind_the_initial_ends_the_handshake_rtt() {
-    let mut s = run_to_end(fixture("go-h3-cut-finished"), "go-h3-cut-finished");
-    let flows: Vec<_> = s.take_output(true).into_iter().filter_map(|d| d.flows).collect();
-    let f = flows.iter().find(|f| f.num_rows() > 0).expect("the QUIC flow");
+    let f = only_flow("go-h3-cut-finished");
     let rtt = f.column_by_name("quic_handshake_rtt_ns").unwrap().as_primitive::<Int64Type>();
     assert!(!rtt.is_null(0), "no handshake RTT");
     assert!((145_000_000..150_000_000).contains(&rtt.value(0)), "handshake RTT {} ms", rtt.value(0) / 1_000_000);
