@@ -6,7 +6,9 @@ Needs pyarrow (and duckdb for --duckdb): run it with the tailscope venv's interp
 table and partition it checks that both sides have the same part files (run ids aside), the same
 schema (with its metadata) and the same values in the same order; `files` is compared without its
 run_id column. It prints the bytes on disk of each side. With --duckdb, it also reads every
-partition through DuckDB and compares the results and their column types. With --sorted, the
+partition through DuckDB and compares the results and their column types; packets through the
+staging view, so a build that stores fewer columns compares by the columns users see (and where
+the old side stored `tag_names`/`retx_cause`, they are checked against the view's). With --sorted, the
 rows of each partition are compared once sorted (ORDER BY ALL) whatever part files hold them:
 for datasets whose parallel captures (`analyze --jobs N`) interleaved their batches. Exits 1 on
 any difference.
@@ -43,12 +45,30 @@ def load(paths: list[Path]) -> pa.Table:
 
 
 def duckdb_read(paths: list[Path], table: str, order: bool = False):
+    """The rows as DuckDB reads them; packets through the staging view (the columns users see,
+    some derived rather than stored), with `ts` in nanoseconds."""
     import duckdb
 
     files = [str(p) for p in paths]
-    select = "* exclude (run_id)" if table == "files" else "*"
-    rows = duckdb.sql(f"select {select} from read_parquet({files})" + (" order by all" if order else "")).to_arrow_table()
-    types = duckdb.sql(f"describe select {select} from read_parquet({files})").fetchall()
+    con = duckdb.connect()
+    source = f"read_parquet({files})"
+    if table == "packets":
+        from tailscope.jobs.analytics.db import packet_tag_sql, packets_view
+
+        raw = con.sql(f"select * from {source}").columns
+        packets_view(con, f"read_parquet({files}, union_by_name=true)")
+        if "tag_names" in raw:  # parts of a build that stored them: they must equal the view's
+            derived = packet_tag_sql()
+            n = con.sql(f"select count(*) from {source} where tag_names is distinct from {derived['tag_names']} "
+                        f"or retx_cause is distinct from {derived['retx_cause']}").fetchall()[0][0]
+            print(f"   stored tag_names/retx_cause against the view's: {'same' if n == 0 else f'{n} rows DIFFERENT'}")
+            if n:
+                raise SystemExit(1)
+        source, select = "packets", 'ts_ns, * exclude (ts, ts_ns, "date")'
+    else:
+        select = "* exclude (run_id)" if table == "files" else "*"
+    rows = con.sql(f"select {select} from {source}" + (" order by all" if order else "")).to_arrow_table()
+    types = con.sql(f"describe select {select} from {source}").fetchall()
     return rows, types
 
 

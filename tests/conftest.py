@@ -15,6 +15,13 @@ def read_table(dataset: Path, table: str, where: str = "") -> list[dict]:
     con = duckdb.connect()
     partitioned = table in ("packets", "flows", "queries", "events")
     glob = str(dataset / table / ("*/*.parquet" if partitioned else "*.parquet"))
+    if table == "packets":
+        # through the staging view: the columns users see (some are derived, not stored)
+        from tailscope.jobs.analytics.db import packets_view
+
+        packets_view(con, f"read_parquet('{glob}', hive_partitioning=true)")
+        rel = con.sql(f"SELECT * EXCLUDE (ts, ts_ns), ts_ns AS ts FROM packets {where}")
+        return [dict(zip(rel.columns, row)) for row in rel.fetchall()]
     rel = con.sql(f"SELECT * FROM read_parquet('{glob}', hive_partitioning={str(partitioned).lower()})")
     ts_cols = [c for c, t in zip(rel.columns, rel.types) if str(t).startswith("TIMESTAMP")]
     cols = ", ".join(f'epoch_ns("{c}") AS "{c}"' if c in ts_cols else f'"{c}"' for c in rel.columns)

@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("h3")
 
 from support import corpus
+from tailscope.jobs.analytics.db import packets_view
 from tailscope.cli import main as cli_main
 from tailscope.jobs.analytics.stats import (
     PERCENTILES,
@@ -89,8 +90,9 @@ def tables(ds) -> dict:
 def sql(ds: Path, query: str):
     con = duckdb.connect()
     con.execute("SET TimeZone='UTC'")
-    for t in ("flows", "packets", "queries"):
+    for t in ("flows", "queries"):
         con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{ds}/{t}/*/*.parquet', hive_partitioning=true)")
+    packets_view(con, f"read_parquet('{ds}/packets/*/*.parquet', hive_partitioning=true)")
     return con.execute(query).fetchall()
 
 

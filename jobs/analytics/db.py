@@ -78,12 +78,32 @@ def _checked(dataset: Path) -> Path:
     return dataset
 
 
+def packet_tag_sql() -> dict[str, str]:
+    """The packets view's `tag_names` and `retx_cause` as SQL over its `tags` column, from the
+    native tag tables (bit i of `tags` is `tag_names()[i]`; a cause is the first of `retx_causes()`
+    whose bit is set): the one definition, so stored parts need not carry them."""
+    names = "[" + ", ".join(_sql_str(n) for n in _native.tag_names()) + "]"
+    causes = " ".join(f"WHEN (tags & {bit}) <> 0 THEN {_sql_str(name)}" for bit, name in _native.retx_causes())
+    return {
+        "tag_names": f"[name FOR name, i IN {names} IF (tags >> (i - 1)) & 1 = 1]",
+        "retx_cause": f"CASE {causes} END",
+    }
+
+
+def packets_view(con, source: str) -> None:
+    """Create the `packets` view (sql/staging/010_packets.sql) on ``con`` over any packets source,
+    e.g. a `read_parquet(...)` of some parts: for readers that do not want the whole dataset's
+    views (the lab's scoring, the tests), the same columns users see."""
+    text = (resources.files("tailscope.sql") / "staging" / "010_packets.sql").read_text()
+    con.execute(text.format(packets=source, **packet_tag_sql()))
+
+
 def install(con, dataset: Path) -> None:
     """Create sql/'s views and macros on ``con`` over the Parquet files of ``dataset`` (an empty
     table of the right schema stands in for a table with no rows yet). `tailscope db` writes them
     to a file; `stats`, `conn`, `export` and the report query them in memory: one definition of
     every figure."""
-    sources = {}
+    sources = packet_tag_sql()
     horizon = _horizon_sql(dataset)
     for table in TABLES:
         parts = sorted((dataset / table).rglob("part-*.parquet")) if (dataset / table).is_dir() else []
@@ -94,7 +114,10 @@ def install(con, dataset: Path) -> None:
             # the retention horizon (jobs/dataset/prune.py), read when a query runs: the commit point of a prune
             sources[table] = f"(SELECT * FROM {source} WHERE CAST(\"date\" AS DATE) >= {horizon})" if partitioned else source
         else:
-            empty = pa.table({f.name: pa.array([], type=_stored_type(f.type)) for f in _empty_schema(table)})
+            empty = {f.name: pa.array([], type=_stored_type(f.type)) for f in _empty_schema(table)}
+            if table != "files":  # the hive partition column the part files' paths give
+                empty["date"] = pa.array([], type=pa.date32())
+            empty = pa.table(empty)
             con.register(f"_empty_{table}_arrow", empty)
             con.execute(f"CREATE TABLE _empty_{table} AS SELECT * FROM _empty_{table}_arrow")
             con.unregister(f"_empty_{table}_arrow")

@@ -36,12 +36,13 @@ ACK_COLOUR = "#2ca02c"
 WINDOW_COLOUR = "#e6b800"
 SACK_COLOUR = "#1f77b4"
 
+# Over the packets staging view (db.packets_view): retx_cause is derived, not stored.
 PACKETS_SQL = """
-SELECT epoch_ns(ts) AS ts_ns, direction, rel_seq, rel_ack, seq, ack, payload_len, flags, "window", sack,
+SELECT ts_ns, direction, rel_seq, rel_ack, seq, ack, payload_len, flags, "window", sack,
        retx_cause, rtt_ns, ip_proto
-FROM read_parquet(?, hive_partitioning = true, union_by_name = true)
+FROM packets
 WHERE flow_id = ? AND capture_id = ?
-ORDER BY ts, frame
+ORDER BY ts_ns, frame
 """
 
 
@@ -84,7 +85,11 @@ def load_flow(dataset: Path, flow_id: int, capture_id: str | None = None) -> Flo
             raise PlotError(f"flow {flow_id} is not TCP: the time-sequence graph needs sequence numbers")
         if not list(dataset.glob("packets/*/*.parquet")):
             raise PlotError(f"{dataset}: no packets table (analysed with --packets none?)")
-        cur = con.execute(PACKETS_SQL, [packets_glob, flow_id, cap])
+        from tailscope.jobs.analytics.db import packets_view
+
+        quoted = "'" + packets_glob.replace("'", "''") + "'"
+        packets_view(con, f"read_parquet({quoted}, hive_partitioning = true, union_by_name = true)")
+        cur = con.execute(PACKETS_SQL, [flow_id, cap])
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, r)) for r in cur.fetchall()]
     finally:

@@ -586,6 +586,13 @@ fn tag_names() -> Vec<&'static str> {
     tailscope_signatures::tags::ALL.iter().map(|(_, n)| *n).collect()
 }
 
+/// The retransmission causes as (tag bit, name), in the order a packet's cause is looked for
+/// (`tags::cause_name`): the packets view derives `retx_cause` from `tags` with them.
+#[pyfunction]
+fn retx_causes() -> Vec<(u32, &'static str)> {
+    tailscope_signatures::tags::CAUSES.to_vec()
+}
+
 #[pyfunction]
 fn skip_reasons() -> Vec<&'static str> {
     SkipReason::ALL.iter().map(|r| r.name()).collect()
@@ -625,6 +632,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(event_schema, m)?)?;
     m.add_function(wrap_pyfunction!(query_schema, m)?)?;
     m.add_function(wrap_pyfunction!(tag_names, m)?)?;
+    m.add_function(wrap_pyfunction!(retx_causes, m)?)?;
     m.add_function(wrap_pyfunction!(enrichment_schema, m)?)?;
     m.add_function(wrap_pyfunction!(unknown_enrichment, m)?)?;
     m.add_function(wrap_pyfunction!(_force_panic, m)?)?;

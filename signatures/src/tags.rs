@@ -85,7 +85,7 @@ pub const ALL: [(u32, &str); 32] = [
     (BAD_SEQ, "bad_seq"),
 ];
 
-/// Bit i of a mask is `ALL[i]` (tables::tag_name_lists relies on it).
+/// Bit i of a mask is `ALL[i]` (the packets view, sql/staging/010_packets.sql, names the bits by position).
 const _: () = {
     let mut i = 0;
     while i < ALL.len() {

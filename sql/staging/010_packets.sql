@@ -1,6 +1,13 @@
 -- One row per TCP/UDP packet (schema: docs/schemas.md#packets). `date` is the hive partition.
 -- Timestamps are exposed as TIMESTAMPTZ (microseconds) so that DuckDB 1.x readers (Grafana's
 -- DuckDB plugin) can open the database; nanoseconds stay in the Parquet files and in `ts_ns`.
+-- `tag_names` and `retx_cause` are not stored: they are the `tags` bit mask by name
+-- (their SQL is made from the native tag tables by jobs/analytics/db.py, packet_tag_sql).
 CREATE OR REPLACE VIEW packets AS
-SELECT * REPLACE (CAST(ts AS TIMESTAMPTZ) AS ts), epoch_ns(ts) AS ts_ns
+SELECT capture_id, file, frame, CAST(ts AS TIMESTAMPTZ) AS ts, flow_id, direction, ip_proto,
+       seq, ack, rel_seq, rel_ack, payload_len, flags, "window", window_scaled, tsval, tsecr, sack,
+       ip_id, ttl, wire_len, encap, tags,
+       {tag_names} AS tag_names,
+       {retx_cause} AS retx_cause,
+       retx_delay_ns, rtt_ns, "date", epoch_ns(ts) AS ts_ns
 FROM {packets};

@@ -167,6 +167,13 @@ def _read(out: Path, table: str) -> list[dict]:
         return []
     con = duckdb.connect()
     src = f"read_parquet({[str(f) for f in files]!r}, hive_partitioning=true, union_by_name=true)"
+    if table == "packets":
+        # through the staging view: the columns users see (tag_names, retx_cause are derived)
+        from tailscope.jobs.analytics.db import packets_view
+
+        packets_view(con, src)
+        rel = con.sql("SELECT * EXCLUDE (ts, ts_ns), ts_ns AS ts FROM packets")
+        return [dict(zip(rel.columns, row)) for row in rel.fetchall()]
     rel = con.sql(f"SELECT * FROM {src}")
     cols = [f'epoch_ns("{c}") AS "{c}"' if str(t).startswith("TIMESTAMP") else f'"{c}"'
             for c, t in zip(rel.columns, rel.types)]

@@ -46,7 +46,11 @@ def _views(con: duckdb.DuckDBPyConnection, dataset: Path) -> None:
         raise FileNotFoundError(f"{dataset}: no flows table: not a dataset, nothing to check")
     for table, columns in _EMPTY.items():
         files = sorted(str(f) for f in (dataset / table).rglob("*.parquet"))
-        if files:
+        if files and table == "packets":
+            from tailscope.jobs.analytics.db import packets_view
+
+            packets_view(con, f"read_parquet({files!r}, hive_partitioning=true, union_by_name=true)")
+        elif files:
             con.sql(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({files!r}, hive_partitioning=true, union_by_name=true)")
         else:
             con.sql(f"CREATE TABLE {table}({columns})")

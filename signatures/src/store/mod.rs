@@ -12,6 +12,7 @@ mod thread;
 
 pub use compact::{compact, COMPACT_BATCH_ROWS};
 pub use parts::{PartWriter, StagedPart, StoreError};
+pub use properties::for_table as writer_properties;
 pub use thread::{Closed, Sink, WriterThread};
 
 /// The column whose UTC day partitions each table; tables not listed have one unpartitioned

@@ -4,11 +4,9 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{ListBuilder, StringBuilder};
-use arrow_array::{ArrayRef, ArrowPrimitiveType, ListArray, PrimitiveArray, StringArray};
+use arrow_array::{ArrayRef, ArrowPrimitiveType, PrimitiveArray, StringArray};
 use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field};
-
-use crate::tags;
 
 pub(super) fn string_lists<'a>(items: impl Iterator<Item = Vec<&'a str>>) -> ArrayRef {
     let mut b = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new("item", DataType::Utf8, false)));
@@ -87,36 +85,6 @@ pub(super) fn names_column(n: usize, names: &[&str], index: impl Fn(usize) -> Op
     values.truncate(total);
     let nulls = (null_count > 0).then(|| NullBuffer::new(BooleanBuffer::collect_bool(n, |i| index(i).is_some())));
     StringArray::new(OffsetBuffer::new(ScalarBuffer::from(offsets)), Buffer::from_vec(values), nulls)
-}
-
-/// `tags::names` of every row as a list<string>, without a Vec per row. Names are copied as
-/// fixed-size blocks, as in `names_column`.
-pub(super) fn tag_name_lists(tags: &[u32]) -> ArrayRef {
-    let blocks = name_blocks(tags::ALL.iter().map(|(_, s)| *s)).expect("tag names fit a name block");
-    let mut values: Vec<u8> = Vec::new();
-    let mut end = 0;
-    let mut value_offsets: Vec<i32> = vec![0];
-    let mut list_offsets: Vec<i32> = Vec::with_capacity(tags.len() + 1);
-    list_offsets.push(0);
-    for &t in tags {
-        let mut rest = t;
-        while rest != 0 {
-            // `tags::ALL` lists the bits in order, so this is `tags::names`' order.
-            let bit = rest.trailing_zeros() as usize;
-            rest &= rest - 1;
-            if values.len() < end + NAME_BLOCK {
-                values.resize((2 * values.len()).max(end + NAME_BLOCK).max(4096), 0);
-            }
-            values[end..end + NAME_BLOCK].copy_from_slice(&blocks[bit]);
-            end += tags::ALL[bit].1.len();
-            value_offsets.push(i32::try_from(end).expect("tag names of one batch fit in 2 GiB"));
-        }
-        list_offsets.push(i32::try_from(value_offsets.len() - 1).expect("tag names of one batch fit in 2 GiB"));
-    }
-    values.truncate(end);
-    let names = StringArray::new(OffsetBuffer::new(ScalarBuffer::from(value_offsets)), Buffer::from_vec(values), None);
-    let item = Arc::new(Field::new("item", DataType::Utf8, false));
-    Arc::new(ListArray::new(item, OffsetBuffer::new(ScalarBuffer::from(list_offsets)), Arc::new(names), None))
 }
 
 /// A bit-packed copy of `v`, the same buffer as `BooleanBuffer::collect_bool(v.len(), |i| v[i])`

@@ -17,7 +17,7 @@ pub use packets::{packet_schema, packets_batch, PacketColumns, PacketRow};
 pub use queries::{queries_batch, queries_of_flows, query_flows_batch, query_flows_schema, query_schema, QueryFlow};
 
 /// Bumped on every deliberate change of a table's columns or their meaning.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 fn ts_type() -> DataType {
     DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))

@@ -1,5 +1,10 @@
 //! The packets table: one row per packet read, with the analysis' tags. Its batch is the one
 //! built per packet, so its columns are filled by hand (`PacketColumns`, `super::columns`).
+//!
+//! What can be derived from another column is not stored: `tag_names` and `retx_cause` are the
+//! `tags` mask by name, made by the DuckDB staging view (sql/staging/010_packets.sql) from
+//! `tags::ALL` and `tags::CAUSES`, so users see the same columns at a lower cost per packet
+//! (benchmarks/README.md, "the leaner packets table").
 
 use std::sync::Arc;
 
@@ -12,11 +17,10 @@ use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use tailscope_parsers::decode::{Packet, TCP_ACK, TCP_SYN};
 
-use super::columns::{names_column, pack_bools, tag_name_lists, OptColumn};
+use super::columns::{names_column, pack_bools, OptColumn};
 use super::ts_type;
 use crate::flow::{Direction, Flow};
 use crate::quic_keyed::Outcome;
-use crate::tags;
 use crate::tcp::Analysis;
 
 fn sack_fields() -> Fields {
@@ -49,8 +53,6 @@ pub fn packet_schema() -> SchemaRef {
         Field::new("wire_len", DataType::UInt32, false),
         Field::new("encap", DataType::Utf8, true),
         Field::new("tags", DataType::UInt32, false),
-        Field::new("tag_names", DataType::List(Arc::new(Field::new("item", DataType::Utf8, false))), false),
-        Field::new("retx_cause", DataType::Utf8, true),
         Field::new("retx_delay_ns", DataType::Int64, true),
         Field::new("rtt_ns", DataType::Int64, true),
     ]))
@@ -377,8 +379,6 @@ impl PacketColumns {
             let item = Arc::new(Field::new("item", DataType::Struct(sack_fields()), false));
             Arc::new(ListArray::new(item, lists, Arc::new(items), nulls))
         };
-        let tag_names = tag_name_lists(&tags);
-        let retx_cause = names_column(n, &tags::CAUSES.map(|(_, name)| name), |i| tags::cause_index(tags[i]));
         let columns: Vec<ArrayRef> = vec![
             Arc::new(capture_id),
             Arc::new(names_column(n, &files.iter().map(String::as_str).collect::<Vec<_>>(), |i| {
@@ -408,8 +408,6 @@ impl PacketColumns {
             Arc::new(UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.wire_len)), None)),
             Arc::new(names_column(n, &encaps, |i| Some(usize::from(encap[i])).filter(|&k| !encaps[k].is_empty()))),
             Arc::new(UInt32Array::new(ScalarBuffer::from(tags), None)),
-            tag_names,
-            Arc::new(retx_cause),
             Arc::new(self.retx_delay_ns.finish()),
             Arc::new(self.rtt_ns.finish()),
         ];
@@ -430,25 +428,15 @@ pub fn packets_batch(rows: &[PacketRow], capture_id: &str, files: &[String]) -> 
 mod tests {
     use super::*;
     use crate::tables::columns::opt_str;
+    use crate::tags;
     use arrow_array::builder::UInt32Builder;
-    use arrow_array::builder::{ListBuilder, StringBuilder, StructBuilder};
+    use arrow_array::builder::{ListBuilder, StructBuilder};
     use arrow_array::Array;
     use arrow_array::UInt16Array;
 
     /// The packet batch as Arrow's generic builders make it: what the hand-filled columns of
     /// `packets_batch` must equal.
     fn reference(rows: &[PacketRow], capture_id: &str, files: &[String]) -> Vec<ArrayRef> {
-        let lists = |items: Vec<Vec<&str>>| -> ArrayRef {
-            let mut b =
-                ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new("item", DataType::Utf8, false)));
-            for v in items {
-                for s in v {
-                    b.values().append_value(s);
-                }
-                b.append(true);
-            }
-            Arc::new(b.finish())
-        };
         vec![
             Arc::new(StringArray::from_iter_values(std::iter::repeat_n(capture_id, rows.len()))),
             Arc::new(StringArray::from_iter_values(rows.iter().map(|r| files[r.file_index as usize].as_str()))),
@@ -458,8 +446,7 @@ mod tests {
             Arc::new(UInt16Array::from_iter(rows.iter().map(|r| r.flags))),
             Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.ts.map(|t| t.1)))),
             Arc::new(StringArray::from_iter(rows.iter().map(|r| opt_str(r.encap)))),
-            lists(rows.iter().map(|r| tags::names(r.tags).collect()).collect()),
-            Arc::new(StringArray::from_iter(rows.iter().map(|r| tags::cause_name(r.tags)))),
+            Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.tags))),
             Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.rtt_ns))),
             {
                 let mut sack = ListBuilder::new(StructBuilder::from_fields(sack_fields(), rows.len()))
@@ -521,8 +508,7 @@ mod tests {
                 "flags",
                 "tsecr",
                 "encap",
-                "tag_names",
-                "retx_cause",
+                "tags",
                 "rtt_ns",
                 "sack",
             ];
