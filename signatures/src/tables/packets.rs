@@ -37,14 +37,17 @@ pub fn packet_schema() -> SchemaRef {
         Field::new("flow_id", DataType::Int64, false),
         Field::new("direction", DataType::Utf8, false),
         Field::new("ip_proto", DataType::UInt8, false),
-        Field::new("seq", DataType::UInt32, true),
-        Field::new("ack", DataType::UInt32, true),
+        // seq, ack, window and window_scaled are stored 0/false for a packet that is not TCP, without
+        // a null mask: the packets view nulls them where `flags` is null (TCP's own fields). A null
+        // mask costs the writer its definition levels, ~15 ns per value (examples/column_cost.rs).
+        Field::new("seq", DataType::UInt32, false),
+        Field::new("ack", DataType::UInt32, false),
         Field::new("rel_seq", DataType::UInt32, true),
         Field::new("rel_ack", DataType::UInt32, true),
         Field::new("payload_len", DataType::UInt32, false),
         Field::new("flags", DataType::UInt16, true),
-        Field::new("window", DataType::UInt32, true),
-        Field::new("window_scaled", DataType::Boolean, true),
+        Field::new("window", DataType::UInt32, false),
+        Field::new("window_scaled", DataType::Boolean, false),
         Field::new("tsval", DataType::UInt32, true),
         Field::new("tsecr", DataType::UInt32, true),
         Field::new("sack", DataType::List(Arc::new(sack_item)), true),
@@ -168,15 +171,14 @@ pub struct PacketColumns {
     flow_id: Vec<i64>,
     c2s: Vec<bool>,
     ip_proto: Vec<u8>,
-    seq: OptColumn<UInt32Type>,
-    ack: OptColumn<UInt32Type>,
+    seq: Vec<u32>,
+    ack: Vec<u32>,
     rel_seq: OptColumn<UInt32Type>,
     rel_ack: OptColumn<UInt32Type>,
     payload_len: Vec<u32>,
     flags: OptColumn<UInt16Type>,
-    window: OptColumn<UInt32Type>,
+    window: Vec<u32>,
     window_scaled: Vec<bool>,
-    window_scaled_valid: Vec<bool>,
     tsval: OptColumn<UInt32Type>,
     tsecr: OptColumn<UInt32Type>,
     /// SACK blocks of the batch, flat; per row its count (0 for a packet that is not TCP).
@@ -207,15 +209,14 @@ impl PacketColumns {
             flow_id: Vec::new(),
             c2s: Vec::new(),
             ip_proto: Vec::new(),
-            seq: OptColumn::new(),
-            ack: OptColumn::new(),
+            seq: Vec::new(),
+            ack: Vec::new(),
             rel_seq: OptColumn::new(),
             rel_ack: OptColumn::new(),
             payload_len: Vec::new(),
             flags: OptColumn::new(),
-            window: OptColumn::new(),
+            window: Vec::new(),
             window_scaled: Vec::new(),
-            window_scaled_valid: Vec::new(),
             tsval: OptColumn::new(),
             tsecr: OptColumn::new(),
             sack_left: Vec::new(),
@@ -280,7 +281,6 @@ impl PacketColumns {
         self.flags.reserve(n);
         self.window.reserve(n);
         self.window_scaled.reserve(n);
-        self.window_scaled_valid.reserve(n);
         self.tsval.reserve(n);
         self.tsecr.reserve(n);
         self.sack_count.reserve(n);
@@ -310,15 +310,14 @@ impl PacketColumns {
         self.flow_id.extend(rows.iter().map(|r| r.flow_id));
         self.c2s.extend(rows.iter().map(|r| r.c2s));
         self.ip_proto.extend(rows.iter().map(|r| r.ip_proto));
-        self.seq.extend(rows, |r| r.seq);
-        self.ack.extend(rows, |r| r.ack);
+        self.seq.extend(rows.iter().map(|r| r.seq.unwrap_or_default()));
+        self.ack.extend(rows.iter().map(|r| r.ack.unwrap_or_default()));
         self.rel_seq.extend(rows, |r| r.rel_seq);
         self.rel_ack.extend(rows, |r| r.rel_ack);
         self.payload_len.extend(rows.iter().map(|r| r.payload_len));
         self.flags.extend(rows, |r| r.flags);
-        self.window.extend(rows, |r| r.window);
+        self.window.extend(rows.iter().map(|r| r.window.unwrap_or_default()));
         self.window_scaled.extend(rows.iter().map(|r| r.window_scaled.unwrap_or_default()));
-        self.window_scaled_valid.extend(rows.iter().map(|r| r.window_scaled.is_some()));
         self.tsval.extend(rows, |r| r.ts.map(|t| t.0));
         self.tsecr.extend(rows, |r| r.ts.map(|t| t.1));
         let blocks = |r: &PacketRow| if r.is_tcp { usize::from(r.sack_count) } else { 0 };
@@ -362,10 +361,7 @@ impl PacketColumns {
         let encap = std::mem::take(&mut self.encap);
         let encaps = std::mem::take(&mut self.encaps);
         let tags = std::mem::take(&mut self.tags);
-        let window_scaled = {
-            let (v, ok) = (std::mem::take(&mut self.window_scaled), std::mem::take(&mut self.window_scaled_valid));
-            BooleanArray::new(pack_bools(&v), Some(NullBuffer::new(pack_bools(&ok))))
-        };
+        let window_scaled = BooleanArray::new(pack_bools(&std::mem::take(&mut self.window_scaled)), None);
         let sack = {
             let left = UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.sack_left)), None);
             let right = UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.sack_right)), None);
@@ -392,13 +388,13 @@ impl PacketColumns {
             Arc::new(Int64Array::new(ScalarBuffer::from(std::mem::take(&mut self.flow_id)), None)),
             Arc::new(names_column(n, &["c2s", "s2c"], |i| Some(usize::from(!c2s[i])))),
             Arc::new(UInt8Array::new(ScalarBuffer::from(std::mem::take(&mut self.ip_proto)), None)),
-            Arc::new(self.seq.finish()),
-            Arc::new(self.ack.finish()),
+            Arc::new(UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.seq)), None)),
+            Arc::new(UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.ack)), None)),
             Arc::new(self.rel_seq.finish()),
             Arc::new(self.rel_ack.finish()),
             Arc::new(UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.payload_len)), None)),
             Arc::new(self.flags.finish()),
-            Arc::new(self.window.finish()),
+            Arc::new(UInt32Array::new(ScalarBuffer::from(std::mem::take(&mut self.window)), None)),
             Arc::new(window_scaled),
             Arc::new(self.tsval.finish()),
             Arc::new(self.tsecr.finish()),
@@ -441,7 +437,7 @@ mod tests {
             Arc::new(StringArray::from_iter_values(std::iter::repeat_n(capture_id, rows.len()))),
             Arc::new(StringArray::from_iter_values(rows.iter().map(|r| files[r.file_index as usize].as_str()))),
             Arc::new(StringArray::from_iter_values(rows.iter().map(|r| if r.c2s { "c2s" } else { "s2c" }))),
-            Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.seq))),
+            Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.seq.unwrap_or_default()))),
             Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.rel_ack))),
             Arc::new(UInt16Array::from_iter(rows.iter().map(|r| r.flags))),
             Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.ts.map(|t| t.1)))),
