@@ -18,6 +18,14 @@ pub const DATA_MIN: u32 = 16;
 /// only this large: below it, it is taken for ACKs (with ranges, under loss) and flow-control
 /// updates (MAX_DATA, MAX_STREAM_DATA) the download draws.
 pub const DATA_MIN_MID_RESPONSE: u32 = 64;
+/// How much larger than the same side's latest ACK-only packet a packet may be and still be taken
+/// for one (RFC 9000 §19.3: each new ACK range adds a gap and a length varint, 2 bytes and more;
+/// the largest acknowledged, the delay and ACK_ECN's three counts grow a varint byte at 64 and
+/// 16,384). quic-go's ACK frames grow 2 bytes per range under loss, to 75-97-byte packets
+/// (more than its 71-78-byte requests: the two-stack lab's stack0003_policing), and its server's
+/// ACK-only packets from 26 to 37 bytes over a 300 kB download (stack0005_clean) - past the
+/// 16-byte data line. A step of up to three ranges.
+const ACK_GROWTH: u32 = 6;
 /// AEAD tag of every QUIC packet protection (RFC 9001 §5.3: AES-GCM and ChaCha20-Poly1305).
 const AEAD_TAG: u32 = 16;
 /// A client datagram this large alone is likely padded (RFC 9000 §8.2.1 PATH_CHALLENGE, §14.4
@@ -63,6 +71,10 @@ pub struct InferredQueries {
     last_server_data: Option<(i64, u32)>,
     server_max: u32,
     last_client_ns: Option<i64>,
+    /// The latest client packet taken for ACK-only or control (its size), and the server's
+    /// latest ACK-only packet: what the next ACK grows from (`ACK_GROWTH`).
+    client_ack_len: Option<u32>,
+    server_ack_len: Option<u32>,
     /// The current query's largest request packet (a padded probe is one large packet).
     request_max: u32,
     /// The current query's response saw a client packet (the client is alive and acknowledging).
@@ -186,8 +198,15 @@ impl InferredQueries {
         let data = body >= DATA_MIN;
         // A lone padded datagram while the response streams is a probe (quic-go probes the path
         // MTU mid-download): taken for a request, it split the response in two (issue 32).
-        let request_sized = body >= DATA_MIN_MID_RESPONSE && len < PADDED_MIN;
+        // Nor is a packet no larger than the client's ACKs grew to: under loss each ACK adds
+        // ranges, 2 bytes each, past the 64-byte line (quic-go's policed downloads: 85-89-byte
+        // ACKs mid-response split a 213 kB response into six queries, issue 32).
+        let grown_ack = self.client_ack_len.is_some_and(|a| len <= a + ACK_GROWTH);
+        let request_sized = body >= DATA_MIN_MID_RESPONSE && len < PADDED_MIN && !grown_ack;
         let opens = data && (!answered || !mid_response || request_sized);
+        if !data || (answered && mid_response && !opens) {
+            self.client_ack_len = Some(len);
+        }
         // A lone padded datagram nobody answered, then a data packet sent apart from it: the
         // first was a probe (PMTU, PATH_CHALLENGE), the second starts the request; an upload's
         // packets follow its first within a send burst.
@@ -241,6 +260,17 @@ impl InferredQueries {
 
     fn server(&mut self, ts: i64, len: u32, body: u32, rtt: Option<i64>) {
         if body < DATA_MIN {
+            self.server_ack_len = Some(len);
+            return;
+        }
+        // A packet after a response's first no larger than the server's ACK-only packets grew
+        // to is one of them: quic-go's server acknowledges the client's flow-control updates
+        // long after a download, its ACK_ECN frames grown past the 16-byte line; read as
+        // response data, a 37-byte one 50 ms before the next request made that request come
+        // "mid-response" and merge (stack0005_clean). A response's own last packet this small
+        // is lost to it: its `last_byte` is then the packet before, a millisecond or two early.
+        let answering = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
+        if answering && self.server_ack_len.is_some_and(|a| len <= a + ACK_GROWTH) {
             return;
         }
         // A datagram larger than every earlier one, once those were full-sized, after the client
@@ -531,6 +561,46 @@ mod tests {
         q.close(rtt(&q));
         assert_eq!(q.ready.len(), 1);
         assert!(q.ready[0].ambiguous);
+        assert_eq!(q.ready[0].response_packets, 10);
+    }
+
+    /// quic-go under a policer (two-stack lab stack0003_policing): the client's ACKs grow 2 bytes
+    /// per range as the policer's drops open holes, past the 64-byte line while the response
+    /// streams. Each step from the previous ACK is an ACK; they split the response into six.
+    #[test]
+    fn acks_grown_by_their_ranges_do_not_split_a_response() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82); // a 57-byte request
+        for i in 0..40 {
+            response(&mut q, 43 + 3 * i, 1, 1200);
+            client(&mut q, 44 + 3 * i, 33 + 2 * i as u32); // up to 111 bytes: 86 after the header
+        }
+        client(&mut q, 200, 33);
+        client(&mut q, 300, 82); // the next request, after the response
+        response(&mut q, 301, 2, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 300]);
+        assert_eq!(q.ready[0].response_packets, 40);
+    }
+
+    /// quic-go's server acknowledges the client's flow-control updates after a download, its ACK
+    /// frames grown (ACK_ECN counts, ranges) to 37 bytes - 16 after the header (stack0005_clean).
+    /// Read as response data, one 50 ms before the next request made it "mid-response": merged.
+    #[test]
+    fn a_servers_grown_ack_after_a_response_is_no_response_data() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 10, 1200);
+        for (at, ack) in [(84, 36), (86, 38), (88, 40), (90, 42)] {
+            client(&mut q, at, 34); // ACK + MAX_STREAM_DATA as the client reads
+            q.one_rtt(1, (at + 1) * MS, ack, DCID, rtt(&q)); // the server's ACK, 11-17 bytes after the header
+        }
+        client(&mut q, 140, 82); // 49 ms after the last server ACK: under RTT + 25 ms
+        response(&mut q, 141, 3, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 140]);
         assert_eq!(q.ready[0].response_packets, 10);
     }
 
