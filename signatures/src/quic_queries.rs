@@ -5,6 +5,8 @@
 //! loss signature the encrypted flow shows: a response stalled until the sender's probe timeout
 //! (`quic_pto_stall`). Rules, limits and the confidence figures: docs/queries.md#quic-without-keys.
 
+use std::collections::VecDeque;
+
 use crate::queries::{Method, Query};
 
 /// A 1-RTT packet's bytes after the short header's DCID and before the AEAD tag (packet number
@@ -26,6 +28,9 @@ pub const DATA_MIN_MID_RESPONSE: u32 = 64;
 /// ACK-only packets from 26 to 37 bytes over a 300 kB download (stack0005_clean) - past the
 /// 16-byte data line. A step of up to three ranges.
 const ACK_GROWTH: u32 = 6;
+/// The server data packets `acks_the_flow` keeps: more of them sent within the last 3/4 RTT and
+/// the server streams faster than that - it is mid-response.
+const FLOW_KEPT: usize = 32;
 /// AEAD tag of every QUIC packet protection (RFC 9001 §5.3: AES-GCM and ChaCha20-Poly1305).
 const AEAD_TAG: u32 = 16;
 /// A client datagram this large alone is likely padded (RFC 9000 §8.2.1 PATH_CHALLENGE, §14.4
@@ -69,6 +74,13 @@ pub struct InferredQueries {
     client_keys_ns: Option<i64>,
     /// The latest server data packet (time, size) and the largest seen.
     last_server_data: Option<(i64, u32)>,
+    /// At a server-side capture, the times of the latest `FLOW_KEPT` server data packets that
+    /// kept a response flowing: not those of a re-send after the client acknowledged the
+    /// response (`resending`). What a client packet may be acknowledging (`acks_the_flow`).
+    server_flow: VecDeque<i64>,
+    /// The server's latest data packets were a re-send after the client's ACK of the response,
+    /// sent on the server's own timer (see `server`).
+    resending: bool,
     server_max: u32,
     last_client_ns: Option<i64>,
     /// The latest client packet taken for ACK-only or control (its size), and the server's
@@ -176,6 +188,22 @@ impl InferredQueries {
     /// A client ACK-only packet first after a response's first packet (sent after a quiet
     /// server: no ACK of older packets can be on its way) acknowledges that packet or a later
     /// one: it arrives a round trip (and the client's ACK delay) after it, or later.
+    /// At a server-side capture: a client packet at `ts` may be an ACK of the response still
+    /// flowing - the server sent data it can acknowledge, at least 3/4 of the RTT before it (the
+    /// client cannot have seen a later packet; the margin for an RTT estimate above the path's)
+    /// and within the RTT and max_ack_delay. Before, any server data in that last RTT and 25 ms
+    /// counted: a re-send of a response's last packet (declared lost when the network only held
+    /// it) 73 ms before the next request, on a 109 ms path, made the request "mid-response" and
+    /// merged it (stack0017_reordering). A response younger than that is mid-response as
+    /// well: what the client sends before it can have seen it is no request it answers.
+    fn acks_the_flow(&self, ts: i64, rtt: Option<i64>) -> bool {
+        let Some(r) = rtt else { return !self.server_flow.is_empty() };
+        let (oldest, newest) = (ts - r - MAX_ACK_DELAY_NS, ts - r * 3 / 4);
+        let young = self.current.as_ref().and_then(|q| q.first_byte_ns).is_some_and(|f| f > newest);
+        let streaming = self.server_flow.len() == FLOW_KEPT && self.server_flow.front().is_some_and(|&t| t > newest);
+        young || streaming || self.server_flow.iter().any(|&t| t > oldest && t <= newest)
+    }
+
     fn sample_path_rtt(&mut self, ts: i64, body: u32) {
         if let Some(first) = self.sample_from.take() {
             if body < DATA_MIN && self.server_side() {
@@ -191,21 +219,34 @@ impl InferredQueries {
         // whatever it sends until then is no answer to it.
         let server_side = self.server_side();
         let mid_response = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some())
-            && self.last_server_data.is_some_and(|(t, l)| {
-                (server_side || l * 10 >= self.server_max * 9) && rtt.is_none_or(|r| ts - t < r + MAX_ACK_DELAY_NS)
-            });
+            && if server_side {
+                self.acks_the_flow(ts, rtt)
+            } else {
+                self.last_server_data.is_some_and(|(t, l)| {
+                    l * 10 >= self.server_max * 9 && rtt.is_none_or(|r| ts - t < r + MAX_ACK_DELAY_NS)
+                })
+            };
         let answered = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
-        let data = body >= DATA_MIN;
+        // Outside a response too, a packet in the client's run of ACKs (within max_ack_delay and
+        // a margin of its previous packet) no larger than they grew to is one of them: quic-go's
+        // ACKs under reordering reach 38-40 bytes (17-19 after the header) as a download ends;
+        // one opened a query that took the next request in (stack0017_reordering).
+        let grown_ack = self.client_ack_len.is_some_and(|a| len <= a + ACK_GROWTH);
+        let ack_run = self.last_client_ns.is_some_and(|p| ts - p <= ACK_RUN_GAP_NS);
+        let run_ack = grown_ack && ack_run && body < DATA_MIN_MID_RESPONSE;
+        let data = body >= DATA_MIN && !run_ack;
         // A lone padded datagram while the response streams is a probe (quic-go probes the path
         // MTU mid-download): taken for a request, it split the response in two (issue 32).
         // Nor is a packet no larger than the client's ACKs grew to: under loss each ACK adds
         // ranges, 2 bytes each, past the 64-byte line (quic-go's policed downloads: 85-89-byte
         // ACKs mid-response split a 213 kB response into six queries, issue 32).
-        let grown_ack = self.client_ack_len.is_some_and(|a| len <= a + ACK_GROWTH);
         let request_sized = body >= DATA_MIN_MID_RESPONSE && len < PADDED_MIN && !grown_ack;
         let opens = data && (!answered || !mid_response || request_sized);
-        if !data || (answered && mid_response && !opens) {
-            self.client_ack_len = Some(len);
+        // What the next ACK grows from: the largest of the run (an ACK without ranges or ECN
+        // counts may come between), a padded probe aside.
+        if (!data || (answered && mid_response && !opens)) && len < PADDED_MIN {
+            let run_max = self.client_ack_len.filter(|_| ack_run).unwrap_or(0);
+            self.client_ack_len = Some(len.max(run_max));
         }
         // A lone padded datagram nobody answered, then a data packet sent apart from it: the
         // first was a probe (PMTU, PATH_CHALLENGE), the second starts the request; an upload's
@@ -287,6 +328,23 @@ impl InferredQueries {
         let prev = self.last_server_data.replace((ts, len));
         let first_one_rtt = !std::mem::replace(&mut self.server_one_rtt, true);
         let server_side = self.server_side();
+        // Data the server sends after the client acknowledged the response, on its own timer (no
+        // client packet in the last 10 ms released it), and the packets right behind it: a
+        // re-send - a probe timeout, or a time-threshold loss declared on a packet the network
+        // only held back (RFC 9002 §6.1.2) - or a path-MTU probe. It tells nothing of a response
+        // still streaming: a request arriving within a round trip and max_ack_delay of it is no
+        // ACK of it. quic-go re-sends a response's last packet ~70 ms after it under reordering;
+        // its next request 55 ms later came "mid-response" and merged (stack0027_reordering:
+        // two requests in one query, twice). Still response data (without keys a re-send cannot
+        // be told from the rest): the response's `last_byte` and a stall see it.
+        let own_timer = self.last_client_ns.is_none_or(|c| ts - c >= UNTRIGGERED_NS);
+        self.resending = server_side && (acknowledged || self.resending) && own_timer;
+        if !self.resending {
+            if self.server_flow.len() == FLOW_KEPT {
+                self.server_flow.pop_front();
+            }
+            self.server_flow.push_back(ts);
+        }
         // The server's first 1-RTT data packet times the path too, whether or not a request was
         // seen: packet number spaces are separate, so the client's next 1-RTT ACK-only packet
         // acknowledges it or a later one. The handshake's RTT from headers doubles when the
@@ -344,6 +402,7 @@ impl InferredQueries {
         }
         self.next_index += 1;
         self.client_heard = false;
+        self.resending = false;
         self.request_max = 0;
         self.current = Some(q);
     }
@@ -602,6 +661,62 @@ mod tests {
         let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
         assert_eq!(starts, vec![42, 140]);
         assert_eq!(q.ready[0].response_packets, 10);
+    }
+
+    /// quic-go under reordering (stack0017_reordering): the client's ACK shows a hole where the
+    /// network held a packet, the server re-sends it at once - after the client acknowledged
+    /// the response - and the next request comes 73 ms later on a 109 ms path. It cannot be an
+    /// ACK of that re-send; taken for one ("mid-response"), it merged into the response.
+    #[test]
+    fn a_request_too_soon_to_acknowledge_a_resend_opens_its_query() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 85, 33); // the ACK of the response
+        client(&mut q, 95, 33); // an ACK showing a hole
+        response(&mut q, 95, 1, 800); // the re-send it triggered
+        client(&mut q, 120, 82); // the next request, 25 ms later: under 3/4 RTT
+        response(&mut q, 121, 3, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 120]);
+    }
+
+    /// A re-send on the server's own timer after the client acknowledged the response (a probe
+    /// timeout, a time-threshold loss) tells nothing of a response still streaming: a request
+    /// arriving a round trip after it opens its own query (stack0027_reordering, twice).
+    #[test]
+    fn a_resend_on_the_servers_timer_does_not_keep_a_response_streaming() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 75, 33); // the ACK of the whole response
+        response(&mut q, 90, 1, 800); // 15 ms later, nothing released it: a re-send
+        client(&mut q, 125, 82); // the next request: could acknowledge the re-send, 35 ms before
+        response(&mut q, 126, 3, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 125]);
+        assert_eq!(q.ready[0].response_packets, 6, "the re-send is still the response's");
+    }
+
+    /// quic-go's ACKs under reordering reach 38-42 bytes as a download ends, after the server's
+    /// last data (stack0017_reordering): one in the client's run of ACKs is no request, nor does
+    /// a padded probe among them raise what an ACK may grow to (stack0005_clean: a 1,366-byte
+    /// PMTU probe in the run, then the request 26 ms after the last ACK).
+    #[test]
+    fn a_grown_ack_in_the_clients_run_opens_nothing() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        for (at, len) in [(85, 36), (90, 1366), (95, 36), (120, 29), (121, 42)] {
+            client(&mut q, at, len);
+        }
+        client(&mut q, 147, 82); // 26 ms after the run's last
+        response(&mut q, 148, 3, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 147]);
     }
 
     #[test]
