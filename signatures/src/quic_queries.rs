@@ -47,6 +47,11 @@ const ACK_RUN_GAP_NS: i64 = MAX_ACK_DELAY_NS + 5_000_000;
 /// A send triggered by an arriving ACK leaves within a millisecond or two of it at a server-side
 /// capture; a probe timeout fires at least max_ack_delay after the last ACK (RFC 9002 §6.2.1).
 const UNTRIGGERED_NS: i64 = 10_000_000;
+/// What an ACK released leaves the server within, its pacer included (quic-go: 0.1-0.4 ms, paced
+/// packets 1-3 ms apart); a send later than this after the client's latest packet is on the
+/// server's own timer. Tighter than `UNTRIGGERED_NS`: a time-threshold loss timer (9/8 RTT after
+/// the held packet, RFC 9002 §6.1.2) fired 9.3 ms after an unrelated ACK (stack0002_reordering).
+const RELEASED_NS: i64 = 5_000_000;
 
 /// The stall that struck the datagram's packet, for its events row.
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +77,11 @@ pub struct InferredQueries {
     /// only with the handshake keys, after its Finished. At snaplen 256 quic-go's Handshake
     /// packet coalesced behind a 1,252-byte Initial is cut off; its request is the first sign.
     client_keys_ns: Option<i64>,
+    /// The client's Finished rode in a datagram the snaplen cut (behind its padded Initial), and
+    /// no request has been seen since: its first request may have ridden there too.
+    request_cut_ns: Option<i64>,
+    /// The server's latest 1-RTT packet of any size.
+    server_last_ns: Option<i64>,
     /// The latest server data packet (time, size) and the largest seen.
     last_server_data: Option<(i64, u32)>,
     /// At a server-side capture, the times of the latest `FLOW_KEPT` server data packets that
@@ -83,8 +93,10 @@ pub struct InferredQueries {
     resending: bool,
     server_max: u32,
     last_client_ns: Option<i64>,
-    /// The latest client packet taken for ACK-only or control (its size), and the server's
-    /// latest ACK-only packet: what the next ACK grows from (`ACK_GROWTH`).
+    /// The latest client packet taken for ACK-only or control (its size; the largest of the
+    /// client's current run), and the server's largest ACK-only packet (they vary with ECN
+    /// counts and ranges: 26-35 bytes, then a 38-byte one in stack0006_loss): what the next ACK
+    /// grows from (`ACK_GROWTH`).
     client_ack_len: Option<u32>,
     server_ack_len: Option<u32>,
     /// The current query's largest request packet (a padded probe is one large packet).
@@ -93,6 +105,8 @@ pub struct InferredQueries {
     client_heard: bool,
     /// The server sent a 1-RTT data packet (its first completes the handshake, see `server`).
     server_one_rtt: bool,
+    /// The handshake's RTT as the flow last gave it (`one_rtt`'s `rtt`).
+    handshake_rtt: Option<i64>,
     /// The shortest round trip a response showed (see `sample_path_rtt`), at a server-side capture.
     path_rtt: Option<i64>,
     /// The current response's first packet, while the client's next packet would time a round trip.
@@ -118,6 +132,13 @@ impl InferredQueries {
             if !handshake && self.client_keys_ns.is_none() {
                 self.server_initial_last_ns = Some(ts_ns);
             }
+        }
+    }
+
+    /// The client's Finished is in a datagram cut by the snaplen (quic.rs `hides_a_coalesced_packet`).
+    pub fn finished_cut(&mut self, ts_ns: i64) {
+        if self.next_index == 0 && self.current.is_none() {
+            self.request_cut_ns.get_or_insert(ts_ns);
         }
     }
 
@@ -161,6 +182,7 @@ impl InferredQueries {
     /// datagram's end); `dcid_len` is its short header's connection ID length.
     pub fn one_rtt(&mut self, dir: usize, ts_ns: i64, len: u32, dcid_len: usize, rtt: Option<i64>) {
         let body = len.saturating_sub(1 + dcid_len as u32 + AEAD_TAG);
+        self.handshake_rtt = rtt;
         if dir == 0 {
             // only once the server answered: a 1-RTT packet before that is out of order
             if self.server_first_ns.is_some() {
@@ -185,25 +207,31 @@ impl InferredQueries {
         }
     }
 
-    /// A client ACK-only packet first after a response's first packet (sent after a quiet
-    /// server: no ACK of older packets can be on its way) acknowledges that packet or a later
-    /// one: it arrives a round trip (and the client's ACK delay) after it, or later.
     /// At a server-side capture: a client packet at `ts` may be an ACK of the response still
     /// flowing - the server sent data it can acknowledge, at least 3/4 of the RTT before it (the
     /// client cannot have seen a later packet; the margin for an RTT estimate above the path's)
-    /// and within the RTT and max_ack_delay. Before, any server data in that last RTT and 25 ms
+    /// and within the RTT and max_ack_delay (the larger of the handshake's and a response's RTT
+    /// here: a response's sample under loss can be an older packet's ACK, 42 ms on a 69 ms path
+    /// in stack0036_loss, and with it a padded probe amid the ACKs opened a query; unless the
+    /// handshake's is twice the response's or more - a cut Finished's, a round trip late, or a
+    /// slow client's certificate check). Before, any server data in that last RTT and 25 ms
     /// counted: a re-send of a response's last packet (declared lost when the network only held
     /// it) 73 ms before the next request, on a 109 ms path, made the request "mid-response" and
     /// merged it (stack0017_reordering). A response younger than that is mid-response as
     /// well: what the client sends before it can have seen it is no request it answers.
     fn acks_the_flow(&self, ts: i64, rtt: Option<i64>) -> bool {
         let Some(r) = rtt else { return !self.server_flow.is_empty() };
-        let (oldest, newest) = (ts - r - MAX_ACK_DELAY_NS, ts - r * 3 / 4);
+        // (not a handshake RTT twice the response's or more: a cut Finished's, a round trip late)
+        let longest = self.handshake_rtt.filter(|&h| h < 2 * r).map_or(r, |h| h.max(r));
+        let (oldest, newest) = (ts - longest - MAX_ACK_DELAY_NS, ts - r * 3 / 4);
         let young = self.current.as_ref().and_then(|q| q.first_byte_ns).is_some_and(|f| f > newest);
         let streaming = self.server_flow.len() == FLOW_KEPT && self.server_flow.front().is_some_and(|&t| t > newest);
         young || streaming || self.server_flow.iter().any(|&t| t > oldest && t <= newest)
     }
 
+    /// A client ACK-only packet first after a response's first packet (sent after a quiet
+    /// server: no ACK of older packets can be on its way) acknowledges that packet or a later
+    /// one: it arrives a round trip (and the client's ACK delay) after it, or later.
     fn sample_path_rtt(&mut self, ts: i64, body: u32) {
         if let Some(first) = self.sample_from.take() {
             if body < DATA_MIN && self.server_side() {
@@ -293,15 +321,21 @@ impl InferredQueries {
         let in_run = q.acked_ns.is_some() && prev_client.is_some_and(|p| ts - p <= ACK_RUN_GAP_NS);
         let since_last = q.last_byte_ns.map(|t| ts - t);
         let first = q.acked_ns.is_none() && since_last.is_some_and(|d| d >= floor);
-        let held = q.acked_ns.is_some() && since_last.is_some_and(|d| d <= window);
+        // Unless the server sent a packet after the ACK credited so far, long enough before this
+        // one to be what it answers: quic-go's client acknowledges a server's small
+        // ack-eliciting packet max_ack_delay late, 97 ms after its ACKs of the response, and
+        // taken for a held-back packet's ACK it made a 74 ms request 171 ms (stack0001_loss).
+        let answers_later = self.server_last_ns.zip(q.acked_ns).is_some_and(|(s, a)| s > a && ts - s >= floor);
+        let held = q.acked_ns.is_some() && since_last.is_some_and(|d| d <= window) && !answers_later;
         if in_run || first || held {
             q.acked_ns = Some(ts);
         }
     }
 
     fn server(&mut self, ts: i64, len: u32, body: u32, rtt: Option<i64>) {
+        let prev_any = self.server_last_ns.replace(ts);
         if body < DATA_MIN {
-            self.server_ack_len = Some(len);
+            self.server_ack_len = Some(self.server_ack_len.map_or(len, |a| a.max(len)));
             return;
         }
         // A packet after a response's first no larger than the server's ACK-only packets grew
@@ -329,7 +363,7 @@ impl InferredQueries {
         let first_one_rtt = !std::mem::replace(&mut self.server_one_rtt, true);
         let server_side = self.server_side();
         // Data the server sends after the client acknowledged the response, on its own timer (no
-        // client packet in the last 10 ms released it), and the packets right behind it: a
+        // client packet in the last 5 ms released it), and the packets right behind it: a
         // re-send - a probe timeout, or a time-threshold loss declared on a packet the network
         // only held back (RFC 9002 §6.1.2) - or a path-MTU probe. It tells nothing of a response
         // still streaming: a request arriving within a round trip and max_ack_delay of it is no
@@ -337,7 +371,7 @@ impl InferredQueries {
         // its next request 55 ms later came "mid-response" and merged (stack0027_reordering:
         // two requests in one query, twice). Still response data (without keys a re-send cannot
         // be told from the rest): the response's `last_byte` and a stall see it.
-        let own_timer = self.last_client_ns.is_none_or(|c| ts - c >= UNTRIGGERED_NS);
+        let own_timer = self.last_client_ns.is_none_or(|c| ts - c >= RELEASED_NS);
         self.resending = server_side && (acknowledged || self.resending) && own_timer;
         if !self.resending {
             if self.server_flow.len() == FLOW_KEPT {
@@ -356,6 +390,16 @@ impl InferredQueries {
         // 1-RTT packet: `sample_path_rtt` checks.)
         if first_one_rtt {
             self.sample_from = Some(ts);
+        }
+        // A response before any request was seen, to a client whose Finished rode in a datagram the
+        // snaplen cut: quic-go sends its first request in that datagram too (behind its padded
+        // Initial and its Handshake packet), and the server answers it at once. The query starts
+        // there. Before, the first request was found only when an ACK of 17 bytes or more
+        // happened to open a query (stack0038_policing: 201 kB, its first ACKs grown by ranges).
+        if self.current.is_none() && self.next_index == 0 && len >= HANDSHAKE_DONE_MAX {
+            if let Some(t) = self.request_cut_ns.take() {
+                self.open(t, false, rtt);
+            }
         }
         // Server data before any request (0.5-RTT data, HANDSHAKE_DONE and connection IDs, a
         // push): no query to answer.
@@ -382,7 +426,10 @@ impl InferredQueries {
             }
         }
         if q.first_byte_ns.is_none() && server_side {
-            let before = prev.map(|(t, _)| t).max(self.server_handshake_last_ns);
+            // Quiet of any packet: the client ACKs a small ack-eliciting one (a PING, a control
+            // frame) up to max_ack_delay late, and that ACK taken for the response's gave 33 ms
+            // on a 59 ms path (stack0006_loss), then 8 ms.
+            let before = prev_any.max(self.server_handshake_last_ns);
             let quiet = before.is_none_or(|t| rtt.is_some_and(|r| ts - t >= r + MAX_ACK_DELAY_NS));
             self.sample_from = quiet.then_some(ts);
         }
@@ -394,6 +441,7 @@ impl InferredQueries {
     }
 
     fn open(&mut self, ts: i64, mid_response: bool, rtt: Option<i64>) {
+        self.request_cut_ns = None;
         self.finish_current(Some(ts), rtt);
         let mut q = Query::new(self.next_index, ts, Method::QuicInferred);
         q.ambiguous = mid_response;
@@ -691,7 +739,8 @@ mod tests {
         client(&mut q, 42, 82);
         response(&mut q, 43, 5, 1200);
         client(&mut q, 75, 33); // the ACK of the whole response
-        response(&mut q, 90, 1, 800); // 15 ms later, nothing released it: a re-send
+        client(&mut q, 83, 33); // a later ACK (of the server's ACK-only packets, say)
+        response(&mut q, 90, 1, 800); // 7 ms later, on a loss timer: a re-send
         client(&mut q, 125, 82); // the next request: could acknowledge the re-send, 35 ms before
         response(&mut q, 126, 3, 1200);
         q.close(rtt(&q));
@@ -717,6 +766,97 @@ mod tests {
         q.close(rtt(&q));
         let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
         assert_eq!(starts, vec![42, 147]);
+    }
+
+    /// quic-go at snaplen 256 (stack0038_policing): the client's first request rides behind its
+    /// padded Initial and its Finished in one datagram, cut off; the server answers at once.
+    /// The query starts at that datagram - before, only an ACK of 17 bytes or more opened one.
+    #[test]
+    fn a_first_request_cut_off_with_the_finished_is_the_datagrams() {
+        let mut q = InferredQueries::default();
+        q.long_header(0, 0, false); // ClientHello
+        q.long_header(1, MS, false); // the server's flight
+        q.long_header(1, MS + MS / 2, true);
+        q.long_header(0, 75 * MS, false); // the client's Initial, its Handshake and request cut
+        q.long_header(0, 75 * MS, true);
+        q.finished_cut(75 * MS);
+        q.one_rtt(1, 76 * MS, 300, DCID, rtt(&q)); // HANDSHAKE_DONE
+        response(&mut q, 77, 10, 1288);
+        client(&mut q, 150, 31); // ACKs
+        client(&mut q, 152, 31);
+        q.close(rtt(&q));
+        assert_eq!(q.ready.len(), 1);
+        assert_eq!((q.ready[0].start_ns, q.ready[0].setup_ns), (75 * MS, Some(75 * MS)));
+        assert_eq!(q.ready[0].response_packets, 10);
+    }
+
+    /// A response's RTT sample needs a server quiet of any packet: the client acknowledges a
+    /// small ack-eliciting one (a PING, a control frame) up to max_ack_delay late, and that ACK
+    /// taken for the response's first packet's gave 33 ms on a 59 ms path (stack0006_loss).
+    #[test]
+    fn a_late_ack_of_a_small_server_packet_times_no_path() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 85, 33);
+        q.one_rtt(1, 130 * MS, 30, DCID, rtt(&q)); // small, ack-eliciting
+        client(&mut q, 179, 82); // the next request; its response 50 ms after the small packet
+        response(&mut q, 180, 3, 1200);
+        client(&mut q, 195, 33); // the small packet's ACK, 25 ms late
+        client(&mut q, 222, 33); // the response's
+        assert_eq!(q.path_rtt, None);
+    }
+
+    /// quic-go's client acknowledges the server's small ack-eliciting packet max_ack_delay late,
+    /// well after its ACKs of the response: no held-back last packet's ACK (stack0001_loss: a
+    /// 74 ms request came out 171 ms).
+    #[test]
+    fn a_late_ack_of_a_later_server_packet_does_not_end_the_response() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 85, 33);
+        client(&mut q, 87, 33);
+        q.one_rtt(1, 88 * MS, 30, DCID, rtt(&q)); // small, ack-eliciting
+        client(&mut q, 150, 33); // its ACK: within 2 RTT + 25 ms of the response's last packet
+        q.close(rtt(&q));
+        assert_eq!(q.ready[0].end_ns(), 87 * MS);
+    }
+
+    /// A response's RTT sample below the handshake's (an older packet's ACK under loss: 42 ms on
+    /// a 69 ms path, stack0036_loss) must not hide the data a client packet may acknowledge: a
+    /// padded probe amid the ACKs opened a query that the response's rest then answered.
+    #[test]
+    fn a_low_path_sample_keeps_the_handshakes_window() {
+        let mut q = handshaken();
+        q.path_rtt = Some(25 * MS);
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 105, 1366); // the client's PMTU probe, 58 ms after the last data packet
+        response(&mut q, 106, 5, 1200); // the response goes on
+        client(&mut q, 150, 33);
+        q.close(rtt(&q));
+        assert_eq!(q.ready.len(), 1);
+        assert_eq!(q.ready[0].response_packets, 10);
+    }
+
+    /// The server's ACK-only packets vary with ECN counts and ranges (26-35 bytes, then 38 in
+    /// stack0006_loss): what one may grow to is measured from the largest seen.
+    #[test]
+    fn a_servers_ack_grows_from_its_largest() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 10, 1200);
+        q.one_rtt(1, 60 * MS, 40, DCID, rtt(&q)); // 15 bytes after the header
+        client(&mut q, 84, 33);
+        q.one_rtt(1, 85 * MS, 30, DCID, rtt(&q));
+        client(&mut q, 89, 34); // ACK + MAX_STREAM_DATA
+        q.one_rtt(1, 90 * MS, 44, DCID, rtt(&q)); // its ACK, 19: past the 16-byte line, 14 over the latest
+        client(&mut q, 140, 82); // 50 ms later: under RTT + 25 ms
+        response(&mut q, 141, 3, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 140]);
     }
 
     #[test]
