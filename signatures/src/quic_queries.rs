@@ -47,11 +47,11 @@ const ACK_RUN_GAP_NS: i64 = MAX_ACK_DELAY_NS + 5_000_000;
 /// A send triggered by an arriving ACK leaves within a millisecond or two of it at a server-side
 /// capture; a probe timeout fires at least max_ack_delay after the last ACK (RFC 9002 §6.2.1).
 const UNTRIGGERED_NS: i64 = 10_000_000;
-/// What an ACK released leaves the server within, its pacer included (quic-go: 0.1-0.4 ms, paced
-/// packets 1-3 ms apart); a send later than this after the client's latest packet is on the
-/// server's own timer. Tighter than `UNTRIGGERED_NS`: a time-threshold loss timer (9/8 RTT after
-/// the held packet, RFC 9002 §6.1.2) fired 9.3 ms after an unrelated ACK (stack0002_reordering).
-const RELEASED_NS: i64 = 5_000_000;
+/// The server data packets after the client acknowledged a response that are taken for a
+/// re-send (`resending`): one or two (a probe timeout sends one or two, RFC 9002 §6.2.4; a held
+/// packet's neighbours re-sent on a loss timer or an ACK showing the hole). A third: a congestion
+/// window the ACK released, the response flows on.
+const RESEND_MAX: usize = 2;
 
 /// The stall that struck the datagram's packet, for its events row.
 #[derive(Debug, Clone, Copy)]
@@ -88,9 +88,10 @@ pub struct InferredQueries {
     /// kept a response flowing: not those of a re-send after the client acknowledged the
     /// response (`resending`). What a client packet may be acknowledging (`acks_the_flow`).
     server_flow: VecDeque<i64>,
-    /// The server's latest data packets were a re-send after the client's ACK of the response,
-    /// sent on the server's own timer (see `server`).
+    /// The server's latest data packets were a re-send after the client's ACK of the response
+    /// (see `server`), sent at these times.
     resending: bool,
+    after_ack: Vec<i64>,
     server_max: u32,
     last_client_ns: Option<i64>,
     /// The latest client packet taken for ACK-only or control (its size; the largest of the
@@ -98,6 +99,8 @@ pub struct InferredQueries {
     /// counts and ranges: 26-35 bytes, then a 38-byte one in stack0006_loss): what the next ACK
     /// grows from (`ACK_GROWTH`).
     client_ack_len: Option<u32>,
+    /// The client's largest packet under the 16-byte data line.
+    client_small_ack: Option<u32>,
     server_ack_len: Option<u32>,
     /// The current query's largest request packet (a padded probe is one large packet).
     request_max: u32,
@@ -262,7 +265,15 @@ impl InferredQueries {
         let grown_ack = self.client_ack_len.is_some_and(|a| len <= a + ACK_GROWTH);
         let ack_run = self.last_client_ns.is_some_and(|p| ts - p <= ACK_RUN_GAP_NS);
         let run_ack = grown_ack && ack_run && body < DATA_MIN_MID_RESPONSE;
-        let data = body >= DATA_MIN && !run_ack;
+        // And anywhere, a packet no more than ACK_GROWTH over the largest the client sent under
+        // the 16-byte line: its ACK_ECN counts and largest acknowledged grow a byte or two over a
+        // connection; a 37-byte ACK of a re-sent packet (16 after the header) opened a query that
+        // took the next request in (stack0016_loss).
+        let small_ack = self.client_small_ack.is_some_and(|a| len <= a + ACK_GROWTH);
+        let data = body >= DATA_MIN && !run_ack && !small_ack;
+        if body < DATA_MIN {
+            self.client_small_ack = Some(self.client_small_ack.map_or(len, |a| a.max(len)));
+        }
         // A lone padded datagram while the response streams is a probe (quic-go probes the path
         // MTU mid-download): taken for a request, it split the response in two (issue 32).
         // Nor is a packet no larger than the client's ACKs grew to: under loss each ACK adds
@@ -362,22 +373,32 @@ impl InferredQueries {
         let prev = self.last_server_data.replace((ts, len));
         let first_one_rtt = !std::mem::replace(&mut self.server_one_rtt, true);
         let server_side = self.server_side();
-        // Data the server sends after the client acknowledged the response, on its own timer (no
-        // client packet in the last 5 ms released it), and the packets right behind it: a
-        // re-send - a probe timeout, or a time-threshold loss declared on a packet the network
-        // only held back (RFC 9002 §6.1.2) - or a path-MTU probe. It tells nothing of a response
-        // still streaming: a request arriving within a round trip and max_ack_delay of it is no
-        // ACK of it. quic-go re-sends a response's last packet ~70 ms after it under reordering;
-        // its next request 55 ms later came "mid-response" and merged (stack0027_reordering:
-        // two requests in one query, twice). Still response data (without keys a re-send cannot
-        // be told from the rest): the response's `last_byte` and a stall see it.
-        let own_timer = self.last_client_ns.is_none_or(|c| ts - c >= RELEASED_NS);
-        self.resending = server_side && (acknowledged || self.resending) && own_timer;
-        if !self.resending {
-            if self.server_flow.len() == FLOW_KEPT {
-                self.server_flow.pop_front();
+        // One or two data packets the server sends after the client acknowledged the response
+        // are a re-send - a probe timeout, a time-threshold loss declared on a packet the network
+        // only held back (RFC 9002 §6.1.2), on the server's timer or at once on an ACK showing the
+        // hole - or a path-MTU probe. They tell nothing of a response still streaming: a request
+        // arriving within a round trip and max_ack_delay of them is no ACK of them. quic-go
+        // re-sends a response's last packet ~70 ms after it under reordering; its next request
+        // 55 ms later came "mid-response" and merged (stack0027_reordering: two requests in one
+        // query, twice; stack0002_reordering, a re-send 2 ms after the ACK showing the hole). A
+        // third packet: the ACK released a congestion window and the response flows on - all of
+        // them count. Still response data (without keys a re-send cannot be told from the
+        // rest): the response's `last_byte` and a stall see it.
+        self.resending = server_side && (acknowledged || self.resending);
+        if self.resending {
+            self.after_ack.push(ts);
+            if self.after_ack.len() > RESEND_MAX {
+                self.resending = false;
             }
-            self.server_flow.push_back(ts);
+        }
+        if !self.resending {
+            if self.after_ack.is_empty() {
+                self.keep_flow(ts);
+            } else {
+                for t in std::mem::take(&mut self.after_ack) {
+                    self.keep_flow(t);
+                }
+            }
         }
         // The server's first 1-RTT data packet times the path too, whether or not a request was
         // seen: packet number spaces are separate, so the client's next 1-RTT ACK-only packet
@@ -440,6 +461,14 @@ impl InferredQueries {
         q.acked_ns = None;
     }
 
+    /// A server data packet that kept a response flowing (`acks_the_flow`).
+    fn keep_flow(&mut self, ts: i64) {
+        if self.server_flow.len() == FLOW_KEPT {
+            self.server_flow.pop_front();
+        }
+        self.server_flow.push_back(ts);
+    }
+
     fn open(&mut self, ts: i64, mid_response: bool, rtt: Option<i64>) {
         self.request_cut_ns = None;
         self.finish_current(Some(ts), rtt);
@@ -451,6 +480,7 @@ impl InferredQueries {
         self.next_index += 1;
         self.client_heard = false;
         self.resending = false;
+        self.after_ack.clear();
         self.request_max = 0;
         self.current = Some(q);
     }
@@ -728,6 +758,60 @@ mod tests {
         q.close(rtt(&q));
         let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
         assert_eq!(starts, vec![42, 120]);
+    }
+
+    /// quic-go under reordering (stack0002_reordering): an ACK showing the held packet's hole
+    /// releases one re-sent packet at once; the next request comes 43 ms after it on a 40 ms
+    /// path - more than 3/4 RTT, so by time alone it could be that packet's ACK. One or two
+    /// packets after the client's ACK of the response are a re-send: no response flows.
+    #[test]
+    fn a_lone_packet_an_ack_released_after_the_response_is_a_resend() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 85, 33); // the ACK of the response
+        client(&mut q, 100, 35); // an ACK showing a hole
+        response(&mut q, 102, 1, 1200); // the re-send it released
+        client(&mut q, 145, 82); // the next request
+        response(&mut q, 146, 3, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 145]);
+    }
+
+    /// quic-go's client ACKs grow past the 16-byte line over a connection (ACK_ECN counts, the
+    /// largest acknowledged): a 37-byte ACK of a re-sent packet, 84 ms after its previous
+    /// packet, opened a query that took the next request in (stack0016_loss).
+    #[test]
+    fn a_clients_ack_grown_a_byte_over_its_largest_opens_nothing() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 85, 40); // 15 bytes after the header
+        client(&mut q, 87, 38);
+        client(&mut q, 200, 42); // 17: an ACK of something the server re-sent
+        response(&mut q, 201, 1, 1300);
+        client(&mut q, 250, 82); // the next request
+        response(&mut q, 251, 3, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 250]);
+    }
+
+    /// A third packet after the client's ACK: the ACK released a congestion window, and the
+    /// response flows on - the client's flow-control update a round trip later opens nothing.
+    #[test]
+    fn a_burst_an_ack_released_keeps_the_response_flowing() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 85, 33); // ACKs the burst: the server waited for it
+        response(&mut q, 86, 5, 1200); // the next burst it released
+        client(&mut q, 140, 65); // ACK + MAX_STREAM_DATA for it
+        response(&mut q, 141, 3, 1200); // and the burst after
+        q.close(rtt(&q));
+        assert_eq!(q.ready.len(), 1);
+        assert_eq!(q.ready[0].response_packets, 13);
     }
 
     /// A re-send on the server's own timer after the client acknowledged the response (a probe
