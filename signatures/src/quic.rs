@@ -138,6 +138,7 @@ impl QuicState {
                         // there, so the client has its keys now, not at its next 1-RTT packet a
                         // round trip later (two-stack lab stack0005_clean: 295 ms on a 145 ms path).
                         self.inferred.long_header(0, ts_ns, true);
+                        self.inferred.finished_cut(ts_ns);
                         self.client_handshake(ts_ns);
                     }
                 }

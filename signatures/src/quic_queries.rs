@@ -5,6 +5,8 @@
 //! loss signature the encrypted flow shows: a response stalled until the sender's probe timeout
 //! (`quic_pto_stall`). Rules, limits and the confidence figures: docs/queries.md#quic-without-keys.
 
+use std::collections::VecDeque;
+
 use crate::queries::{Method, Query};
 
 /// A 1-RTT packet's bytes after the short header's DCID and before the AEAD tag (packet number
@@ -18,6 +20,17 @@ pub const DATA_MIN: u32 = 16;
 /// only this large: below it, it is taken for ACKs (with ranges, under loss) and flow-control
 /// updates (MAX_DATA, MAX_STREAM_DATA) the download draws.
 pub const DATA_MIN_MID_RESPONSE: u32 = 64;
+/// How much larger than the same side's latest ACK-only packet a packet may be and still be taken
+/// for one (RFC 9000 §19.3: each new ACK range adds a gap and a length varint, 2 bytes and more;
+/// the largest acknowledged, the delay and ACK_ECN's three counts grow a varint byte at 64 and
+/// 16,384). quic-go's ACK frames grow 2 bytes per range under loss, to 75-97-byte packets
+/// (more than its 71-78-byte requests: the two-stack lab's stack0003_policing), and its server's
+/// ACK-only packets from 26 to 37 bytes over a 300 kB download (stack0005_clean) - past the
+/// 16-byte data line. A step of up to three ranges.
+const ACK_GROWTH: u32 = 6;
+/// The server data packets `acks_the_flow` keeps: more of them sent within the last 3/4 RTT and
+/// the server streams faster than that - it is mid-response.
+const FLOW_KEPT: usize = 32;
 /// AEAD tag of every QUIC packet protection (RFC 9001 §5.3: AES-GCM and ChaCha20-Poly1305).
 const AEAD_TAG: u32 = 16;
 /// A client datagram this large alone is likely padded (RFC 9000 §8.2.1 PATH_CHALLENGE, §14.4
@@ -34,6 +47,11 @@ const ACK_RUN_GAP_NS: i64 = MAX_ACK_DELAY_NS + 5_000_000;
 /// A send triggered by an arriving ACK leaves within a millisecond or two of it at a server-side
 /// capture; a probe timeout fires at least max_ack_delay after the last ACK (RFC 9002 §6.2.1).
 const UNTRIGGERED_NS: i64 = 10_000_000;
+/// The server data packets after the client acknowledged a response that are taken for a
+/// re-send (`resending`): one or two (a probe timeout sends one or two, RFC 9002 §6.2.4; a held
+/// packet's neighbours re-sent on a loss timer or an ACK showing the hole). A third: a congestion
+/// window the ACK released, the response flows on.
+const RESEND_MAX: usize = 2;
 
 /// The stall that struck the datagram's packet, for its events row.
 #[derive(Debug, Clone, Copy)]
@@ -59,16 +77,39 @@ pub struct InferredQueries {
     /// only with the handshake keys, after its Finished. At snaplen 256 quic-go's Handshake
     /// packet coalesced behind a 1,252-byte Initial is cut off; its request is the first sign.
     client_keys_ns: Option<i64>,
+    /// The client's Finished rode in a datagram the snaplen cut (behind its padded Initial), and
+    /// no request has been seen since: its first request may have ridden there too.
+    request_cut_ns: Option<i64>,
+    /// The server's latest 1-RTT packet of any size.
+    server_last_ns: Option<i64>,
     /// The latest server data packet (time, size) and the largest seen.
     last_server_data: Option<(i64, u32)>,
+    /// At a server-side capture, the times of the latest `FLOW_KEPT` server data packets that
+    /// kept a response flowing: not those of a re-send after the client acknowledged the
+    /// response (`resending`). What a client packet may be acknowledging (`acks_the_flow`).
+    server_flow: VecDeque<i64>,
+    /// The server's latest data packets were a re-send after the client's ACK of the response
+    /// (see `server`), sent at these times.
+    resending: bool,
+    after_ack: Vec<i64>,
     server_max: u32,
     last_client_ns: Option<i64>,
+    /// The latest client packet taken for ACK-only or control (its size; the largest of the
+    /// client's current run), and the server's largest ACK-only packet (they vary with ECN
+    /// counts and ranges: 26-35 bytes, then a 38-byte one in stack0006_loss): what the next ACK
+    /// grows from (`ACK_GROWTH`).
+    client_ack_len: Option<u32>,
+    /// The client's largest packet under the 16-byte data line.
+    client_small_ack: Option<u32>,
+    server_ack_len: Option<u32>,
     /// The current query's largest request packet (a padded probe is one large packet).
     request_max: u32,
     /// The current query's response saw a client packet (the client is alive and acknowledging).
     client_heard: bool,
     /// The server sent a 1-RTT data packet (its first completes the handshake, see `server`).
     server_one_rtt: bool,
+    /// The handshake's RTT as the flow last gave it (`one_rtt`'s `rtt`).
+    handshake_rtt: Option<i64>,
     /// The shortest round trip a response showed (see `sample_path_rtt`), at a server-side capture.
     path_rtt: Option<i64>,
     /// The current response's first packet, while the client's next packet would time a round trip.
@@ -94,6 +135,13 @@ impl InferredQueries {
             if !handshake && self.client_keys_ns.is_none() {
                 self.server_initial_last_ns = Some(ts_ns);
             }
+        }
+    }
+
+    /// The client's Finished is in a datagram cut by the snaplen (quic.rs `hides_a_coalesced_packet`).
+    pub fn finished_cut(&mut self, ts_ns: i64) {
+        if self.next_index == 0 && self.current.is_none() {
+            self.request_cut_ns.get_or_insert(ts_ns);
         }
     }
 
@@ -137,6 +185,7 @@ impl InferredQueries {
     /// datagram's end); `dcid_len` is its short header's connection ID length.
     pub fn one_rtt(&mut self, dir: usize, ts_ns: i64, len: u32, dcid_len: usize, rtt: Option<i64>) {
         let body = len.saturating_sub(1 + dcid_len as u32 + AEAD_TAG);
+        self.handshake_rtt = rtt;
         if dir == 0 {
             // only once the server answered: a 1-RTT packet before that is out of order
             if self.server_first_ns.is_some() {
@@ -161,6 +210,28 @@ impl InferredQueries {
         }
     }
 
+    /// At a server-side capture: a client packet at `ts` may be an ACK of the response still
+    /// flowing - the server sent data it can acknowledge, at least 3/4 of the RTT before it (the
+    /// client cannot have seen a later packet; the margin for an RTT estimate above the path's)
+    /// and within the RTT and max_ack_delay (the larger of the handshake's and a response's RTT
+    /// here: a response's sample under loss can be an older packet's ACK, 42 ms on a 69 ms path
+    /// in stack0036_loss, and with it a padded probe amid the ACKs opened a query; unless the
+    /// handshake's is twice the response's or more - a cut Finished's, a round trip late, or a
+    /// slow client's certificate check). Before, any server data in that last RTT and 25 ms
+    /// counted: a re-send of a response's last packet (declared lost when the network only held
+    /// it) 73 ms before the next request, on a 109 ms path, made the request "mid-response" and
+    /// merged it (stack0017_reordering). A response younger than that is mid-response as
+    /// well: what the client sends before it can have seen it is no request it answers.
+    fn acks_the_flow(&self, ts: i64, rtt: Option<i64>) -> bool {
+        let Some(r) = rtt else { return !self.server_flow.is_empty() };
+        // (not a handshake RTT twice the response's or more: a cut Finished's, a round trip late)
+        let longest = self.handshake_rtt.filter(|&h| h < 2 * r).map_or(r, |h| h.max(r));
+        let (oldest, newest) = (ts - longest - MAX_ACK_DELAY_NS, ts - r * 3 / 4);
+        let young = self.current.as_ref().and_then(|q| q.first_byte_ns).is_some_and(|f| f > newest);
+        let streaming = self.server_flow.len() == FLOW_KEPT && self.server_flow.front().is_some_and(|&t| t > newest);
+        young || streaming || self.server_flow.iter().any(|&t| t > oldest && t <= newest)
+    }
+
     /// A client ACK-only packet first after a response's first packet (sent after a quiet
     /// server: no ACK of older packets can be on its way) acknowledges that packet or a later
     /// one: it arrives a round trip (and the client's ACK delay) after it, or later.
@@ -179,15 +250,43 @@ impl InferredQueries {
         // whatever it sends until then is no answer to it.
         let server_side = self.server_side();
         let mid_response = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some())
-            && self.last_server_data.is_some_and(|(t, l)| {
-                (server_side || l * 10 >= self.server_max * 9) && rtt.is_none_or(|r| ts - t < r + MAX_ACK_DELAY_NS)
-            });
+            && if server_side {
+                self.acks_the_flow(ts, rtt)
+            } else {
+                self.last_server_data.is_some_and(|(t, l)| {
+                    l * 10 >= self.server_max * 9 && rtt.is_none_or(|r| ts - t < r + MAX_ACK_DELAY_NS)
+                })
+            };
         let answered = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
-        let data = body >= DATA_MIN;
+        // Outside a response too, a packet in the client's run of ACKs (within max_ack_delay and
+        // a margin of its previous packet) no larger than they grew to is one of them: quic-go's
+        // ACKs under reordering reach 38-40 bytes (17-19 after the header) as a download ends;
+        // one opened a query that took the next request in (stack0017_reordering).
+        let grown_ack = self.client_ack_len.is_some_and(|a| len <= a + ACK_GROWTH);
+        let ack_run = self.last_client_ns.is_some_and(|p| ts - p <= ACK_RUN_GAP_NS);
+        let run_ack = grown_ack && ack_run && body < DATA_MIN_MID_RESPONSE;
+        // And anywhere, a packet no more than ACK_GROWTH over the largest the client sent under
+        // the 16-byte line: its ACK_ECN counts and largest acknowledged grow a byte or two over a
+        // connection; a 37-byte ACK of a re-sent packet (16 after the header) opened a query that
+        // took the next request in (stack0016_loss).
+        let small_ack = self.client_small_ack.is_some_and(|a| len <= a + ACK_GROWTH);
+        let data = body >= DATA_MIN && !run_ack && !small_ack;
+        if body < DATA_MIN {
+            self.client_small_ack = Some(self.client_small_ack.map_or(len, |a| a.max(len)));
+        }
         // A lone padded datagram while the response streams is a probe (quic-go probes the path
         // MTU mid-download): taken for a request, it split the response in two (issue 32).
-        let request_sized = body >= DATA_MIN_MID_RESPONSE && len < PADDED_MIN;
+        // Nor is a packet no larger than the client's ACKs grew to: under loss each ACK adds
+        // ranges, 2 bytes each, past the 64-byte line (quic-go's policed downloads: 85-89-byte
+        // ACKs mid-response split a 213 kB response into six queries, issue 32).
+        let request_sized = body >= DATA_MIN_MID_RESPONSE && len < PADDED_MIN && !grown_ack;
         let opens = data && (!answered || !mid_response || request_sized);
+        // What the next ACK grows from: the largest of the run (an ACK without ranges or ECN
+        // counts may come between), a padded probe aside.
+        if (!data || (answered && mid_response && !opens)) && len < PADDED_MIN {
+            let run_max = self.client_ack_len.filter(|_| ack_run).unwrap_or(0);
+            self.client_ack_len = Some(len.max(run_max));
+        }
         // A lone padded datagram nobody answered, then a data packet sent apart from it: the
         // first was a probe (PMTU, PATH_CHALLENGE), the second starts the request; an upload's
         // packets follow its first within a send burst.
@@ -233,14 +332,31 @@ impl InferredQueries {
         let in_run = q.acked_ns.is_some() && prev_client.is_some_and(|p| ts - p <= ACK_RUN_GAP_NS);
         let since_last = q.last_byte_ns.map(|t| ts - t);
         let first = q.acked_ns.is_none() && since_last.is_some_and(|d| d >= floor);
-        let held = q.acked_ns.is_some() && since_last.is_some_and(|d| d <= window);
+        // Unless the server sent a packet after the ACK credited so far, long enough before this
+        // one to be what it answers: quic-go's client acknowledges a server's small
+        // ack-eliciting packet max_ack_delay late, 97 ms after its ACKs of the response, and
+        // taken for a held-back packet's ACK it made a 74 ms request 171 ms (stack0001_loss).
+        let answers_later = self.server_last_ns.zip(q.acked_ns).is_some_and(|(s, a)| s > a && ts - s >= floor);
+        let held = q.acked_ns.is_some() && since_last.is_some_and(|d| d <= window) && !answers_later;
         if in_run || first || held {
             q.acked_ns = Some(ts);
         }
     }
 
     fn server(&mut self, ts: i64, len: u32, body: u32, rtt: Option<i64>) {
+        let prev_any = self.server_last_ns.replace(ts);
         if body < DATA_MIN {
+            self.server_ack_len = Some(self.server_ack_len.map_or(len, |a| a.max(len)));
+            return;
+        }
+        // A packet after a response's first no larger than the server's ACK-only packets grew
+        // to is one of them: quic-go's server acknowledges the client's flow-control updates
+        // long after a download, its ACK_ECN frames grown past the 16-byte line; read as
+        // response data, a 37-byte one 50 ms before the next request made that request come
+        // "mid-response" and merge (stack0005_clean). A response's own last packet this small
+        // is lost to it: its `last_byte` is then the packet before, a millisecond or two early.
+        let answering = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some());
+        if answering && self.server_ack_len.is_some_and(|a| len <= a + ACK_GROWTH) {
             return;
         }
         // A datagram larger than every earlier one, once those were full-sized, after the client
@@ -257,6 +373,33 @@ impl InferredQueries {
         let prev = self.last_server_data.replace((ts, len));
         let first_one_rtt = !std::mem::replace(&mut self.server_one_rtt, true);
         let server_side = self.server_side();
+        // One or two data packets the server sends after the client acknowledged the response
+        // are a re-send - a probe timeout, a time-threshold loss declared on a packet the network
+        // only held back (RFC 9002 §6.1.2), on the server's timer or at once on an ACK showing the
+        // hole - or a path-MTU probe. They tell nothing of a response still streaming: a request
+        // arriving within a round trip and max_ack_delay of them is no ACK of them. quic-go
+        // re-sends a response's last packet ~70 ms after it under reordering; its next request
+        // 55 ms later came "mid-response" and merged (stack0027_reordering: two requests in one
+        // query, twice; stack0002_reordering, a re-send 2 ms after the ACK showing the hole). A
+        // third packet: the ACK released a congestion window and the response flows on - all of
+        // them count. Still response data (without keys a re-send cannot be told from the
+        // rest): the response's `last_byte` and a stall see it.
+        self.resending = server_side && (acknowledged || self.resending);
+        if self.resending {
+            self.after_ack.push(ts);
+            if self.after_ack.len() > RESEND_MAX {
+                self.resending = false;
+            }
+        }
+        if !self.resending {
+            if self.after_ack.is_empty() {
+                self.keep_flow(ts);
+            } else {
+                for t in std::mem::take(&mut self.after_ack) {
+                    self.keep_flow(t);
+                }
+            }
+        }
         // The server's first 1-RTT data packet times the path too, whether or not a request was
         // seen: packet number spaces are separate, so the client's next 1-RTT ACK-only packet
         // acknowledges it or a later one. The handshake's RTT from headers doubles when the
@@ -268,6 +411,16 @@ impl InferredQueries {
         // 1-RTT packet: `sample_path_rtt` checks.)
         if first_one_rtt {
             self.sample_from = Some(ts);
+        }
+        // A response before any request was seen, to a client whose Finished rode in a datagram the
+        // snaplen cut: quic-go sends its first request in that datagram too (behind its padded
+        // Initial and its Handshake packet), and the server answers it at once. The query starts
+        // there. Before, the first request was found only when an ACK of 17 bytes or more
+        // happened to open a query (stack0038_policing: 201 kB, its first ACKs grown by ranges).
+        if self.current.is_none() && self.next_index == 0 && len >= HANDSHAKE_DONE_MAX {
+            if let Some(t) = self.request_cut_ns.take() {
+                self.open(t, false, rtt);
+            }
         }
         // Server data before any request (0.5-RTT data, HANDSHAKE_DONE and connection IDs, a
         // push): no query to answer.
@@ -294,7 +447,10 @@ impl InferredQueries {
             }
         }
         if q.first_byte_ns.is_none() && server_side {
-            let before = prev.map(|(t, _)| t).max(self.server_handshake_last_ns);
+            // Quiet of any packet: the client ACKs a small ack-eliciting one (a PING, a control
+            // frame) up to max_ack_delay late, and that ACK taken for the response's gave 33 ms
+            // on a 59 ms path (stack0006_loss), then 8 ms.
+            let before = prev_any.max(self.server_handshake_last_ns);
             let quiet = before.is_none_or(|t| rtt.is_some_and(|r| ts - t >= r + MAX_ACK_DELAY_NS));
             self.sample_from = quiet.then_some(ts);
         }
@@ -305,7 +461,16 @@ impl InferredQueries {
         q.acked_ns = None;
     }
 
+    /// A server data packet that kept a response flowing (`acks_the_flow`).
+    fn keep_flow(&mut self, ts: i64) {
+        if self.server_flow.len() == FLOW_KEPT {
+            self.server_flow.pop_front();
+        }
+        self.server_flow.push_back(ts);
+    }
+
     fn open(&mut self, ts: i64, mid_response: bool, rtt: Option<i64>) {
+        self.request_cut_ns = None;
         self.finish_current(Some(ts), rtt);
         let mut q = Query::new(self.next_index, ts, Method::QuicInferred);
         q.ambiguous = mid_response;
@@ -314,6 +479,8 @@ impl InferredQueries {
         }
         self.next_index += 1;
         self.client_heard = false;
+        self.resending = false;
+        self.after_ack.clear();
         self.request_max = 0;
         self.current = Some(q);
     }
@@ -532,6 +699,248 @@ mod tests {
         assert_eq!(q.ready.len(), 1);
         assert!(q.ready[0].ambiguous);
         assert_eq!(q.ready[0].response_packets, 10);
+    }
+
+    /// quic-go under a policer (two-stack lab stack0003_policing): the client's ACKs grow 2 bytes
+    /// per range as the policer's drops open holes, past the 64-byte line while the response
+    /// streams. Each step from the previous ACK is an ACK; they split the response into six.
+    #[test]
+    fn acks_grown_by_their_ranges_do_not_split_a_response() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82); // a 57-byte request
+        for i in 0..40 {
+            response(&mut q, 43 + 3 * i, 1, 1200);
+            client(&mut q, 44 + 3 * i, 33 + 2 * i as u32); // up to 111 bytes: 86 after the header
+        }
+        client(&mut q, 200, 33);
+        client(&mut q, 300, 82); // the next request, after the response
+        response(&mut q, 301, 2, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 300]);
+        assert_eq!(q.ready[0].response_packets, 40);
+    }
+
+    /// quic-go's server acknowledges the client's flow-control updates after a download, its ACK
+    /// frames grown (ACK_ECN counts, ranges) to 37 bytes - 16 after the header (stack0005_clean).
+    /// Read as response data, one 50 ms before the next request made it "mid-response": merged.
+    #[test]
+    fn a_servers_grown_ack_after_a_response_is_no_response_data() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 10, 1200);
+        for (at, ack) in [(84, 36), (86, 38), (88, 40), (90, 42)] {
+            client(&mut q, at, 34); // ACK + MAX_STREAM_DATA as the client reads
+            q.one_rtt(1, (at + 1) * MS, ack, DCID, rtt(&q)); // the server's ACK, 11-17 bytes after the header
+        }
+        client(&mut q, 140, 82); // 49 ms after the last server ACK: under RTT + 25 ms
+        response(&mut q, 141, 3, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 140]);
+        assert_eq!(q.ready[0].response_packets, 10);
+    }
+
+    /// quic-go under reordering (stack0017_reordering): the client's ACK shows a hole where the
+    /// network held a packet, the server re-sends it at once - after the client acknowledged
+    /// the response - and the next request comes 73 ms later on a 109 ms path. It cannot be an
+    /// ACK of that re-send; taken for one ("mid-response"), it merged into the response.
+    #[test]
+    fn a_request_too_soon_to_acknowledge_a_resend_opens_its_query() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 85, 33); // the ACK of the response
+        client(&mut q, 95, 33); // an ACK showing a hole
+        response(&mut q, 95, 1, 800); // the re-send it triggered
+        client(&mut q, 120, 82); // the next request, 25 ms later: under 3/4 RTT
+        response(&mut q, 121, 3, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 120]);
+    }
+
+    /// quic-go under reordering (stack0002_reordering): an ACK showing the held packet's hole
+    /// releases one re-sent packet at once; the next request comes 43 ms after it on a 40 ms
+    /// path - more than 3/4 RTT, so by time alone it could be that packet's ACK. One or two
+    /// packets after the client's ACK of the response are a re-send: no response flows.
+    #[test]
+    fn a_lone_packet_an_ack_released_after_the_response_is_a_resend() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 85, 33); // the ACK of the response
+        client(&mut q, 100, 35); // an ACK showing a hole
+        response(&mut q, 102, 1, 1200); // the re-send it released
+        client(&mut q, 145, 82); // the next request
+        response(&mut q, 146, 3, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 145]);
+    }
+
+    /// quic-go's client ACKs grow past the 16-byte line over a connection (ACK_ECN counts, the
+    /// largest acknowledged): a 37-byte ACK of a re-sent packet, 84 ms after its previous
+    /// packet, opened a query that took the next request in (stack0016_loss).
+    #[test]
+    fn a_clients_ack_grown_a_byte_over_its_largest_opens_nothing() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 85, 40); // 15 bytes after the header
+        client(&mut q, 87, 38);
+        client(&mut q, 200, 42); // 17: an ACK of something the server re-sent
+        response(&mut q, 201, 1, 1300);
+        client(&mut q, 250, 82); // the next request
+        response(&mut q, 251, 3, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 250]);
+    }
+
+    /// A third packet after the client's ACK: the ACK released a congestion window, and the
+    /// response flows on - the client's flow-control update a round trip later opens nothing.
+    #[test]
+    fn a_burst_an_ack_released_keeps_the_response_flowing() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 85, 33); // ACKs the burst: the server waited for it
+        response(&mut q, 86, 5, 1200); // the next burst it released
+        client(&mut q, 140, 65); // ACK + MAX_STREAM_DATA for it
+        response(&mut q, 141, 3, 1200); // and the burst after
+        q.close(rtt(&q));
+        assert_eq!(q.ready.len(), 1);
+        assert_eq!(q.ready[0].response_packets, 13);
+    }
+
+    /// A re-send on the server's own timer after the client acknowledged the response (a probe
+    /// timeout, a time-threshold loss) tells nothing of a response still streaming: a request
+    /// arriving a round trip after it opens its own query (stack0027_reordering, twice).
+    #[test]
+    fn a_resend_on_the_servers_timer_does_not_keep_a_response_streaming() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 75, 33); // the ACK of the whole response
+        client(&mut q, 83, 33); // a later ACK (of the server's ACK-only packets, say)
+        response(&mut q, 90, 1, 800); // 7 ms later, on a loss timer: a re-send
+        client(&mut q, 125, 82); // the next request: could acknowledge the re-send, 35 ms before
+        response(&mut q, 126, 3, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 125]);
+        assert_eq!(q.ready[0].response_packets, 6, "the re-send is still the response's");
+    }
+
+    /// quic-go's ACKs under reordering reach 38-42 bytes as a download ends, after the server's
+    /// last data (stack0017_reordering): one in the client's run of ACKs is no request, nor does
+    /// a padded probe among them raise what an ACK may grow to (stack0005_clean: a 1,366-byte
+    /// PMTU probe in the run, then the request 26 ms after the last ACK).
+    #[test]
+    fn a_grown_ack_in_the_clients_run_opens_nothing() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        for (at, len) in [(85, 36), (90, 1366), (95, 36), (120, 29), (121, 42)] {
+            client(&mut q, at, len);
+        }
+        client(&mut q, 147, 82); // 26 ms after the run's last
+        response(&mut q, 148, 3, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 147]);
+    }
+
+    /// quic-go at snaplen 256 (stack0038_policing): the client's first request rides behind its
+    /// padded Initial and its Finished in one datagram, cut off; the server answers at once.
+    /// The query starts at that datagram - before, only an ACK of 17 bytes or more opened one.
+    #[test]
+    fn a_first_request_cut_off_with_the_finished_is_the_datagrams() {
+        let mut q = InferredQueries::default();
+        q.long_header(0, 0, false); // ClientHello
+        q.long_header(1, MS, false); // the server's flight
+        q.long_header(1, MS + MS / 2, true);
+        q.long_header(0, 75 * MS, false); // the client's Initial, its Handshake and request cut
+        q.long_header(0, 75 * MS, true);
+        q.finished_cut(75 * MS);
+        q.one_rtt(1, 76 * MS, 300, DCID, rtt(&q)); // HANDSHAKE_DONE
+        response(&mut q, 77, 10, 1288);
+        client(&mut q, 150, 31); // ACKs
+        client(&mut q, 152, 31);
+        q.close(rtt(&q));
+        assert_eq!(q.ready.len(), 1);
+        assert_eq!((q.ready[0].start_ns, q.ready[0].setup_ns), (75 * MS, Some(75 * MS)));
+        assert_eq!(q.ready[0].response_packets, 10);
+    }
+
+    /// A response's RTT sample needs a server quiet of any packet: the client acknowledges a
+    /// small ack-eliciting one (a PING, a control frame) up to max_ack_delay late, and that ACK
+    /// taken for the response's first packet's gave 33 ms on a 59 ms path (stack0006_loss).
+    #[test]
+    fn a_late_ack_of_a_small_server_packet_times_no_path() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 85, 33);
+        q.one_rtt(1, 130 * MS, 30, DCID, rtt(&q)); // small, ack-eliciting
+        client(&mut q, 179, 82); // the next request; its response 50 ms after the small packet
+        response(&mut q, 180, 3, 1200);
+        client(&mut q, 195, 33); // the small packet's ACK, 25 ms late
+        client(&mut q, 222, 33); // the response's
+        assert_eq!(q.path_rtt, None);
+    }
+
+    /// quic-go's client acknowledges the server's small ack-eliciting packet max_ack_delay late,
+    /// well after its ACKs of the response: no held-back last packet's ACK (stack0001_loss: a
+    /// 74 ms request came out 171 ms).
+    #[test]
+    fn a_late_ack_of_a_later_server_packet_does_not_end_the_response() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 85, 33);
+        client(&mut q, 87, 33);
+        q.one_rtt(1, 88 * MS, 30, DCID, rtt(&q)); // small, ack-eliciting
+        client(&mut q, 150, 33); // its ACK: within 2 RTT + 25 ms of the response's last packet
+        q.close(rtt(&q));
+        assert_eq!(q.ready[0].end_ns(), 87 * MS);
+    }
+
+    /// A response's RTT sample below the handshake's (an older packet's ACK under loss: 42 ms on
+    /// a 69 ms path, stack0036_loss) must not hide the data a client packet may acknowledge: a
+    /// padded probe amid the ACKs opened a query that the response's rest then answered.
+    #[test]
+    fn a_low_path_sample_keeps_the_handshakes_window() {
+        let mut q = handshaken();
+        q.path_rtt = Some(25 * MS);
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 105, 1366); // the client's PMTU probe, 58 ms after the last data packet
+        response(&mut q, 106, 5, 1200); // the response goes on
+        client(&mut q, 150, 33);
+        q.close(rtt(&q));
+        assert_eq!(q.ready.len(), 1);
+        assert_eq!(q.ready[0].response_packets, 10);
+    }
+
+    /// The server's ACK-only packets vary with ECN counts and ranges (26-35 bytes, then 38 in
+    /// stack0006_loss): what one may grow to is measured from the largest seen.
+    #[test]
+    fn a_servers_ack_grows_from_its_largest() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 10, 1200);
+        q.one_rtt(1, 60 * MS, 40, DCID, rtt(&q)); // 15 bytes after the header
+        client(&mut q, 84, 33);
+        q.one_rtt(1, 85 * MS, 30, DCID, rtt(&q));
+        client(&mut q, 89, 34); // ACK + MAX_STREAM_DATA
+        q.one_rtt(1, 90 * MS, 44, DCID, rtt(&q)); // its ACK, 19: past the 16-byte line, 14 over the latest
+        client(&mut q, 140, 82); // 50 ms later: under RTT + 25 ms
+        response(&mut q, 141, 3, 1200);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 140]);
     }
 
     #[test]
