@@ -294,12 +294,14 @@ CAUSES = ["rto", "fast_retransmit", "tlp", "spurious"]
 CAUSE_TARGET = {"rto": TARGET, "fast_retransmit": TARGET}
 
 
-def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Evaluation:
+def evaluate(results: dict, work_dir: Path, outputs: dict | None = None, truths: dict | None = None) -> Evaluation:
     """Score tailscope on finished lab runs ({name: ScenarioResult}); tailscope runs here unless
-    `outputs` ({name: Outputs}) is given."""
+    `outputs` ({name: Outputs}) is given, the truth is derived unless `truths` has it (the pool's
+    per-axis rows score subsets of runs already scored)."""
     work_dir = Path(work_dir)
     warnings = []
-    truths: dict = {}
+    known = truths or {}
+    truths = {}
     outs: dict = dict(outputs or {})
     ok = {n: r for n, r in results.items() if isinstance(r, ScenarioResult)}
     for n, r in results.items():
@@ -310,7 +312,7 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Eval
         for n, o in zip(todo, ex.map(lambda n: analyze(ok[n], work_dir), todo)):
             outs[n] = o
     for n, r in ok.items():
-        truths[n] = derive(r)
+        truths[n] = known[n] if n in known else derive(r)
         warnings += [f"{n}: {w}" for w in truths[n].warnings]
 
     rows = {s: Row(s, "flow", t, note=note) for s, t, note in FLOW_SIGS}

@@ -404,6 +404,21 @@ def _join(res: ScenarioResult, frames: list, recs: list, warnings: list) -> dict
     out_dir = leaving(res.params)
     pk = {}
     by_key: dict = collections.defaultdict(collections.deque)
+    # the GSO axis (Scenario.offloads): the capture holds the server's super-segments, the relay
+    # logs the wire segments the kernel cut them into past the router (same ACK, each next
+    # sequence number); a frame with no record of its own is rebuilt from those, in order
+    by_seq: dict = collections.defaultdict(collections.deque)
+    used: set = set()
+
+    def pop(q):
+        while q and id(q[0]) in used:
+            q.popleft()
+        if not q:
+            return None
+        r = q.popleft()
+        used.add(id(r))
+        return r
+    pop.used = used
     for r in sorted((r for r in recs if r.get("action") in ("forward", "drop") and r.get("proto") == "tcp"
                      and r.get("dir") in ("c2s", "s2c")),
                     key=lambda r: r["rx_ts_ns"] if r["dir"] == out_dir or r["action"] == "drop" else r["ts_ns"]):
@@ -412,6 +427,8 @@ def _join(res: ScenarioResult, frames: list, recs: list, warnings: list) -> dict
         key = (r["dir"], r["src"], r["sport"], r["dst"], r["dport"], r["seq"], r["ack"], r["len"], r["flags"],
                r.get("ip_id"))
         by_key[key].append(r)
+        if r["dir"] == out_dir and r.get("len"):
+            by_seq[(r["dir"], r["src"], r["sport"], r["dst"], r["dport"], r["seq"], r["ack"])].append(r)
     out: dict = collections.defaultdict(list)
     for i, f in enumerate(frames):
         p = f.pkt
@@ -424,8 +441,16 @@ def _join(res: ScenarioResult, frames: list, recs: list, warnings: list) -> dict
         else:
             continue
         key = (d, p.src, p.sport, p.dst, p.dport, p.seq, p.ack, p.payload_len, p.flag_str, p.ip_id)
-        q = by_key.get(key)
-        rec = q.popleft() if q else None
+        rec = pop(by_key.get(key))
+        if rec is None and d == out_dir and p.payload_len:
+            pieces = _super_segment(p, d, by_seq, pop)
+            if pieces:
+                for r in pieces:
+                    tx = Tx(d, _flow_key(d, p.src, p.sport, p.dst, p.dport), f.ts_ns, r["seq"], r["ack"], r["flags"],
+                            r["len"], p.tsval, r.get("ip_id"), p.sack, i + 1, f.ts_ns, r, tsecr=p.tsecr)
+                    tx.arrive_ns = r["ts_ns"] if r["action"] == "forward" else None
+                    out[(tx.flow, d)].append(tx)
+                continue
         if rec is None:
             warnings.append(f"frame {i + 1}: no relay record ({d} seq {p.seq} len {p.payload_len} {p.flag_str})")
         tx = Tx(d, _flow_key(d, p.src, p.sport, p.dst, p.dport), f.ts_ns, p.seq, p.ack, p.flag_str, p.payload_len,
@@ -445,12 +470,30 @@ def _join(res: ScenarioResult, frames: list, recs: list, warnings: list) -> dict
             tx = Tx(d, _flow_key(d, r["src"], r["sport"], r["dst"], r["dport"]), r["rx_ts_ns"], r["seq"],
                     r["ack"], r["flags"], r["len"], r.get("tsval"), r.get("ip_id"), None, None, None, r, None)
             out[(tx.flow, d)].append(tx)
-    left = sum(len(q) for q in by_key.values())
+    left = sum(1 for q in by_key.values() for r in q if id(r) not in used)
     if left:
         warnings.append(f"{left} relay records matched no captured frame")
     for lst in out.values():
         lst.sort(key=lambda t: t.t_ns)
     return out
+
+
+def _super_segment(p, d: str, by_seq: dict, pop) -> list:
+    """The relay records of the wire segments a captured super-segment was cut into (GSO/TSO at
+    the capture's host): consecutive sequence numbers, same ACK, covering its payload exactly.
+    [] when they do not (the frame is then reported unmatched)."""
+    pieces, seq, left = [], p.seq, p.payload_len
+    while left > 0:
+        q = by_seq.get((d, p.src, p.sport, p.dst, p.dport, seq, p.ack))
+        r = pop(q) if q else None
+        if r is None or r["len"] > left:
+            for x in pieces + ([r] if r is not None else []):       # put back, unused
+                pop.used.discard(id(x))
+                by_seq[(d, p.src, p.sport, p.dst, p.dport, x["seq"], x["ack"])].appendleft(x)
+            return []
+        pieces.append(r)
+        seq, left = (seq + r["len"]) & MASK, left - r["len"]
+    return pieces
 
 
 def leaving(params: dict) -> str:
