@@ -62,7 +62,7 @@ POLICED_CONN_S = 3.0    # policing draws: each connection's response lasts at le
 POLICED_S = 12.0        # and as many connections (4-6) as fit in this
 # Probability of each stack/capture axis per draw: modest, so most draws keep the defaults the
 # family's rows were measured on, and a pool of 40 holds several of each.
-AXIS_P = {"timestamps off": 0.2, "sack off": 0.2, "ipv6": 0.25, "slow reader": 0.2, "gso": 0.2,
+AXIS_P = {"timestamps off": 0.2, "sack off": 0.2, "ipv6": 0.25, "slow reader": 0.3, "gso": 0.2,
           "bbr behind a policer": 0.4}
 AXES = tuple(AXIS_P)
 # slow reader: receive buffer (SO_RCVBUF as asked; the kernel doubles it) and its pauses
