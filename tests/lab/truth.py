@@ -1105,6 +1105,24 @@ def _revealed(run: list, sent: list, repair, acks: list) -> bool:
     return False
 
 
+def _dupacks_revealed(run: list, sent: list, repair, acks: list) -> bool:
+    """A receiver without SACK (lab axis "sack off"): did a duplicate ACK of the run's first byte,
+    sent after data the sender sent after the run had arrived, reach the sender before the
+    repair? Then later data drew duplicate ACKs - the receiver's word that the run was not the
+    burst's end (issue 29 item 2: a mid-burst loss, not a tail). The sender may leave such a
+    hole to its timer all the same: Linux counts no duplicate ACK that changes the window
+    (tcp_ack's FLAG_WIN_UPDATE), and a receiver still growing its buffer announces a new window
+    in each (pool seed 1, draw0001_loss: 14 duplicate ACKs, then the RTO 230 ms later). With
+    SACK, those ACKs carry SACK blocks and `_revealed` is the rule."""
+    later = [t.arrive_ns for t in sent if run[-1].t_ns < t.t_ns < repair.t_ns and t.delivered and t.len > 0]
+    if not later:
+        return False
+    first = min(later)
+    return any(a.ack == run[0].seq and a.len == 0 and not a.sack and "A" in a.flags and "S" not in a.flags
+               and "F" not in a.flags and a.t_ns > first and a.arrive_ns is not None and a.arrive_ns < repair.t_ns
+               for a in acks)
+
+
 def _burst_tails(flow, d, firsts: list, sent: list, retx: list, known: list, acks: list) -> list:
     """Tails of bursts that are not the tail of a message (DESIGN §4: "the last segment(s) of a
     burst"): a run of lost first transmissions, first repaired by a timer, with nothing the sender
@@ -1129,7 +1147,7 @@ def _burst_tails(flow, d, firsts: list, sent: list, retx: list, known: list, ack
             rep = repairs(run)
         if not rep or rep[0].cause not in ("tlp", "rto"):
             return
-        if _revealed(run, sent, rep[0], acks):
+        if _revealed(run, sent, rep[0], acks) or _dupacks_revealed(run, sent, rep[0], acks):
             return
         ep = TailEpisode(flow, d, -1, run[0].seq, (run[-1].seq + run[-1].len) & MASK, len(run),
                          [t.frame for t in run if t.frame], t_ns=run[0].t_ns)
