@@ -649,11 +649,12 @@ fn feed_scaled(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, flags
 }
 
 /// A response that fills the client's 4,000-byte window and ends; the client acknowledges it
-/// all with its window open again, then thinks for 10 s. The server was held by the window
-/// from the send that filled it to that ACK, not through the think time (the kernel's
-/// receiver-limited time stops when the window opens).
+/// all with its window open again, then thinks for 10 s. The window held the server neither
+/// through the think time (the kernel's receiver-limited time stops when the window opens) nor
+/// before the ACK: nothing was waiting for room, the response had ended (tcp_info rwnd_limited
+/// runs only while data waits that the window does not admit).
 #[test]
-fn a_window_full_at_the_end_of_a_response_ends_with_the_ack_that_opens_it() {
+fn a_window_full_at_the_end_of_a_response_held_nothing() {
     let (c, s) = (1_000u32, 5_000u32);
     let mut st = handshake_and_request(c, s);
     feed_scaled(&mut st, 1, 50, s + 1, c + 101, PA, 1000, 65535);
@@ -664,7 +665,25 @@ fn a_window_full_at_the_end_of_a_response_ends_with_the_ack_that_opens_it() {
     feed_scaled(&mut st, 0, 140, c + 101, s + 4001, A, 0, 4000);
     assert!(!st.path.rwnd_limited(), "the ACK opened the window");
     feed_scaled(&mut st, 0, 10_140, c + 101, s + 4001, PA, 100, 4000); // the next request
+    feed_scaled(&mut st, 1, 10_150, s + 4001, c + 201, PA, 1000, 65535); // its response
     st.finish(10_200 * MS);
+    assert_eq!(st.path.rwnd_limited_ns, 0);
+}
+
+/// The same window full in the middle of a response: the server sends on as soon as the ACK
+/// opens it, so it was held from the send that filled the window to that ACK (40 ms).
+#[test]
+fn a_window_full_mid_response_holds_the_server_until_the_ack_that_opens_it() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = handshake_and_request(c, s);
+    feed_scaled(&mut st, 1, 50, s + 1, c + 101, PA, 1000, 65535);
+    feed_scaled(&mut st, 0, 60, c + 101, s + 1, A, 0, 4000);
+    feed_scaled(&mut st, 1, 100, s + 1001, c + 101, PA, 2000, 65535);
+    feed_scaled(&mut st, 1, 100, s + 3001, c + 101, PA, 1000, 65535); // fills the window
+    feed_scaled(&mut st, 0, 140, c + 101, s + 4001, A, 0, 4000);
+    assert_eq!(st.path.rwnd_limited_ns, 0, "not known yet: did the server have more to send?");
+    feed_scaled(&mut st, 1, 140, s + 4001, c + 101, PA, 1000, 65535); // it had
+    st.finish(200 * MS);
     assert_eq!(st.path.rwnd_limited_ns, 40 * MS);
 }
 
