@@ -68,6 +68,7 @@ AXES = tuple(AXIS_P)
 # slow reader: receive buffer (SO_RCVBUF as asked; the kernel doubles it) and its pauses
 READER_RCVBUF = (4096, 16384)
 READER_PAUSE_S = (0.05, 0.5)
+READER_PAUSES = 12
 
 
 def available_cc() -> tuple:
@@ -113,19 +114,23 @@ def draw_axes(seed: int, family: str, mode: str) -> tuple:
     """The stack/capture axes of draw `seed` (module docstring), from their own RNG."""
     rng = random.Random(f"axes-{seed}")
     got = [a for a, p in AXIS_P.items() if rng.random() < p]
-    # A slow reader needs responses to read slowly; a handshake draw is about its SYNs
-    if "slow reader" in got and (mode != "rr" or family == "handshake"):
+    # A slow reader needs responses to read slowly; a handshake draw is about its SYNs; the
+    # policing and bottleneck truths (rate fit, the budget's queueing) take the sender as
+    # limited by the path, not by the receiver's window
+    if "slow reader" in got and (mode != "rr" or family in ("handshake", "policing", "bottleneck")):
         got.remove("slow reader")
     if "bbr behind a policer" in got and family != "policing":
         got.remove("bbr behind a policer")
     return tuple(got)
 
 
-def _reader(seed: int) -> dict:
-    """apps.py's slow reader: SO_RCVBUF before connect, and a pause after every `every_bytes` read."""
+def _reader(seed: int, wl: dict) -> dict:
+    """apps.py's slow reader: SO_RCVBUF before connect, and a pause after every `every_bytes` read
+    (at most READER_PAUSES per connection, so a draw's pauses add at most a few seconds)."""
     rng = random.Random(f"reader-{seed}")
     rcvbuf = rng.choice((READER_RCVBUF[0], 8192, READER_RCVBUF[1]))
-    return {"rcvbuf": rcvbuf, "every_bytes": int(rng.choice((0.5, 1, 2)) * rcvbuf),
+    most = max(sum(r["resp"] for r in c["requests"]) for c in wl["connections"])
+    return {"rcvbuf": rcvbuf, "every_bytes": max(int(rng.choice((0.5, 1, 2)) * rcvbuf), -(-most // READER_PAUSES)),
             "pause_s": round(rng.uniform(*READER_PAUSE_S), 3)}
 
 
@@ -256,7 +261,7 @@ def draw(seed: int, cc_choices: tuple | None = None) -> Scenario:
     if "gso" in axes:
         kw["offloads"] = "server"
     if "slow reader" in axes:
-        reader = _reader(seed)
+        reader = _reader(seed, wl)
         wl = {**wl, "reader": reader}
         # every pause holds the response: the whole plan's bytes / every_bytes pauses at most
         total_resp = sum(r["resp"] for c in wl["connections"] for r in c["requests"])
