@@ -142,7 +142,9 @@ def axis_names(sc: Scenario) -> tuple:
     return tuple(out)
 
 
-def draw(seed: int, cc_choices: tuple | None = None) -> Scenario:
+def draw(seed: int, cc_choices: tuple | None = None, axes: bool = True) -> Scenario:
+    """Draw `seed`; `axes=False`: without the stack/capture axes (Linux defaults on both ends,
+    wire-size segments at the capture), the draw as it was before they existed."""
     rng = random.Random(seed)
     family = FAMILIES[seed % len(FAMILIES)]
     rtt_ms = _loguniform(rng, 20, 400)
@@ -243,7 +245,7 @@ def draw(seed: int, cc_choices: tuple | None = None) -> Scenario:
     slack = 3 if family == "policing" else 2
     deadline = round(transfer_s * slack + 12 * rtt_ms / 1000 + (10 if p_loss > 0.04 or family == "handshake" else 4),
                      1)
-    axes = draw_axes(seed, family, mode)
+    axes = draw_axes(seed, family, mode) if axes else ()
     if "bbr behind a policer" in axes:
         if "bbr" in (cc_choices or available_cc()):
             cc = "bbr"
@@ -263,9 +265,12 @@ def draw(seed: int, cc_choices: tuple | None = None) -> Scenario:
     if "slow reader" in axes:
         reader = _reader(seed, wl)
         wl = {**wl, "reader": reader}
-        # every pause holds the response: the whole plan's bytes / every_bytes pauses at most
+        # every pause holds the response (the whole plan's bytes / every_bytes pauses at most),
+        # and the window carries about twice the buffer per round trip (the kernel doubles
+        # SO_RCVBUF): pool CI seeds, draw0020 (4 kB at 302 ms, 290 kB) ran out of time without
         total_resp = sum(r["resp"] for c in wl["connections"] for r in c["requests"])
-        deadline = round(deadline + total_resp / reader["every_bytes"] * reader["pause_s"], 1)
+        window_s = total_resp / (2 * reader["rcvbuf"]) * rtt_ms / 1000
+        deadline = round(deadline + total_resp / reader["every_bytes"] * reader["pause_s"] + window_s, 1)
         params.append(f"reader rcvbuf {reader['rcvbuf']} pause {reader['pause_s']} s every "
                       f"{reader['every_bytes']} B")
     name = f"draw{seed:04d}_{family}"
@@ -276,9 +281,9 @@ def draw(seed: int, cc_choices: tuple | None = None) -> Scenario:
                     linger_s=round(max(0.4, 3 * rtt_ms / 1000), 2), deadline_s=deadline, axes=axes, **kw)
 
 
-def pool(seeds) -> list[Scenario]:
+def pool(seeds, axes: bool = True) -> list[Scenario]:
     cc = available_cc()
-    return [draw(s, cc) for s in seeds]
+    return [draw(s, cc, axes) for s in seeds]
 
 
 def at_client(sc: Scenario) -> Scenario:

@@ -289,6 +289,8 @@ class FlowTruth:
     tails: list = field(default_factory=list)
     tails_unknown: bool = False     # delivery not logged per packet (nftables impairments)
     vantage: str = "server"         # where the capture was (Scenario.vantage)
+    reader_paused: bool = False     # the client's reader paused (apps.py `pause` records): its window
+                                    # closing is what happened, not trouble invented (draws.py slow reader)
 
     @property
     def bloat(self) -> tuple[float, float] | None:
@@ -1066,6 +1068,11 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
                 f.tails += _burst_tails(flow, d, firsts, txs.get((flow, d), []), retx, f.tails,
                                         txs.get((flow, "c2s"), []))
 
+    for r in res.client_records():
+        if r.get("kind") == "pause":
+            f = flows.get((r["src"], r["sport"], r["dst"], r["dport"]))
+            if f is not None:
+                f.reader_paused = True
     synack_retx = 0
     for (flow, d), lst in txs.items():
         if d == "s2c":
