@@ -4,7 +4,8 @@ The named scenarios (test_lab_signatures.py) were built by the people who wrote 
 pool draws each impairment family's parameters from wide ranges (RTT 20-400 ms with jitter, loss
 0.5-8 % Bernoulli or bursty, reordering 1-10 % held 10-80 ms, policers 0.5-10 Mbit/s with 8-256 kB
 buckets, bottlenecks 1-50 Mbit/s holding 20 ms-2 s, cubic/bbr/reno, 1-8 connections, 1 kB-20 MB),
-seeded, so a threshold fitted to one scenario shows here. The CI pool is `pool.CI_SEEDS`; the
+seeded, so a threshold fitted to one scenario shows here. The CI pool is `pool.CI_SEEDS`, drawn
+without the stack/capture axes; `AXIS_SEEDS` are drawn with them (issue 29: per-axis rows); the
 table is printed (also without -s) and written to <pytest tmp>/lab-pool*/pool-table.txt. A larger
 pool is run by hand (`make lab-pool SEEDS=1-200`) and kept in docs/accuracy.md.
 
@@ -27,8 +28,9 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from tests.lab import run_scenarios  # noqa: E402
-from tests.lab.draws import at_client, parse_seeds, pool  # noqa: E402
-from tests.lab.pool import CI_SEEDS, CLIENT_TARGETS, POOL_TARGETS, broken_tables, format_pool, score  # noqa: E402
+from tests.lab.draws import AXES, at_client, parse_seeds, pool  # noqa: E402
+from tests.lab.pool import (CI_SEEDS, CLIENT_TARGETS, POOL_TARGETS, RWND_ROW, broken_tables, format_pool,  # noqa: E402
+                            score)
 from tests.lab.report import failed_runs, require_lab, rerun_once, show_table, untrustworthy, why  # noqa: E402
 from tests.lab.evaluate import TARGET  # noqa: E402
 from tests.lab.budget_check import CLEAN_ROW  # noqa: E402
@@ -45,7 +47,10 @@ def _marked(targets: list, gaps: dict) -> list:
             for s in targets]
 
 
-TARGETS = _marked(POOL_TARGETS, KNOWN_GAPS)
+# The main pool runs each seed without the stack/capture axes (draws.draw(axes=False)): the gates
+# above were measured on Linux defaults at both ends, and the axes' own pool is below.
+MAIN_TARGETS = [t for t in POOL_TARGETS if t != RWND_ROW]
+TARGETS = _marked(MAIN_TARGETS, KNOWN_GAPS)
 
 
 # Draws captured at the client's eth0 (draws.at_client): two of each family, ~1 minute on 2 cores.
@@ -75,7 +80,49 @@ def _run_pool(tmp_path_factory, name: str, draws: list, targets=None):
 
 @pytest.fixture(scope="module")
 def pooled(tmp_path_factory):
-    return _run_pool(tmp_path_factory, "lab-pool", pool(parse_seeds(CI_SEEDS)))
+    return _run_pool(tmp_path_factory, "lab-pool", pool(parse_seeds(CI_SEEDS), axes=False))
+
+
+# ---- the stack/capture axes (issue 29) ------------------------------------------------------------
+# Ten CI seeds drawn with their axes (draws.py: timestamps off, SACK off, IPv6, slow reader, GSO, BBR
+# behind a policer; every axis in at least one draw, most in several), ~40 s on 2 cores. Each
+# targeted row is held per axis (pool.py's "<row> [<axis>]" rows) where the axis's draws hold an
+# occurrence of it, and the receiver-limited time against the kernel's over all of them.
+AXIS_SEEDS = "1,3,12,20,21,24,29,37,67,70"
+AXIS_ROWS = [f"{row} [{axis}]" for axis in AXES for row in [*POOL_TARGETS, "no signature in clean runs"]]
+# What the axis pool showed and tailscope does not do yet (docs/accuracy.md "Stack and capture axes").
+KNOWN_AXIS_GAPS: dict[str, str] = {}
+
+
+@pytest.fixture(scope="module")
+def pooled_axes(tmp_path_factory):
+    return _run_pool(tmp_path_factory, "lab-pool-axes", pool(parse_seeds(AXIS_SEEDS)))
+
+
+def test_print_table_axes(pooled_axes, request, capsys):
+    show_table(pooled_axes.ev, request, capsys, "pool_table_axes")
+
+
+def test_every_axis_draw_ran_and_its_truth_holds(pooled_axes):
+    assert not failed_runs(pooled_axes.ev.results)
+    bad = _unexplained_counter_checks(pooled_axes)
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("row", _marked(AXIS_ROWS, KNOWN_AXIS_GAPS))
+def test_pooled_target_per_axis(pooled_axes, row):
+    r = next((x for x in pooled_axes.axis_rows if x.signature == row), None)
+    if r is None or (r.kind == "pr" and r.tp + r.fn == 0 and r.fp == 0) or (r.kind == "clean" and r.tp + r.fp == 0):
+        pytest.skip(f"no occurrence of {row} among the axis draws")
+    if r.kind == "clean":
+        assert r.fp == 0, why(pooled_axes.ev, r)
+    else:
+        assert r.result == "PASS", why(pooled_axes.ev, r)
+
+
+@pytest.mark.parametrize("signature", _marked([RWND_ROW], KNOWN_AXIS_GAPS))
+def test_receiver_limited_time_against_the_kernels(pooled_axes, signature):
+    _assert_target(pooled_axes, signature)
 
 
 @pytest.fixture(scope="module")

@@ -285,10 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parallel", type=int, default=3)
     ap.add_argument("--details", type=int, default=8)
     ap.add_argument("--json", help="also write the rows as JSON here")
+    ap.add_argument("--no-axes", action="store_true",
+                    help="draw without the stack/capture axes (draws.draw(axes=False): CI's main pool)")
     ap.add_argument("--at-client", action="store_true",
                     help="capture each draw at the client's eth0 (named <draw>_client; scored on CLIENT_TARGETS)")
     a = ap.parse_args(argv)
-    scs = pool(parse_seeds(a.seeds))
+    scs = pool(parse_seeds(a.seeds), axes=not a.no_axes)
     if a.at_client:
         scs = [at_client(sc) for sc in scs]
     out = Path(a.out)
