@@ -1000,7 +1000,11 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
 
     # retransmissions, replayed per sender
     sysctls = params.get("sysctls") or {}
-    tlp = {role: str((sysctls.get(role) or {}).get("net.ipv4.tcp_early_retrans", "3")) != "0"
+    # Linux arms no loss probe on a connection without SACK (tcp_schedule_loss_probe checks
+    # tcp_is_sack): either host's net.ipv4.tcp_sack=0 turns TLP off for both (lab axis "sack
+    # off": CI seed 67, the replay's 2 probes were RTOs, TCPLossProbes 0)
+    sack = all(str((sysctls.get(role) or {}).get("net.ipv4.tcp_sack", "1")) != "0" for role in ("client", "server"))
+    tlp = {role: sack and str((sysctls.get(role) or {}).get("net.ipv4.tcp_early_retrans", "3")) != "0"
            for role in ("client", "server")}
     isn = {}
     for (flow, d), lst in txs.items():
