@@ -289,8 +289,11 @@ impl TcpState {
                 fwd.fin_resends.push((seq, tsval, *ta, now - first_ts));
             }
         }
+        // A resend into a hole, wherever it starts: a super-segment (a capture above TSO/GSO)
+        // may start below a hole the receiver reported and fill it (`Scoreboard::any_resent_in`).
+        let resend_end = seq.wrapping_add(span.max(1));
         for h in fwd.sack_holes.iter_mut() {
-            if SeqNumber(h.0).at_or_before(seq) && SeqNumber(seq).before(h.1) {
+            if SeqNumber(seq).before(h.1) && SeqNumber(h.0).before(resend_end) {
                 h.2 = true;
             }
         }
