@@ -84,14 +84,42 @@ def pooled(tmp_path_factory):
 
 
 # ---- the stack/capture axes (issue 29) ------------------------------------------------------------
-# Ten CI seeds drawn with their axes (draws.py: timestamps off, SACK off, IPv6, slow reader, GSO, BBR
-# behind a policer; every axis in at least one draw, most in several), ~40 s on 2 cores. Each
-# targeted row is held per axis (pool.py's "<row> [<axis>]" rows) where the axis's draws hold an
-# occurrence of it, and the receiver-limited time against the kernel's over all of them.
-AXIS_SEEDS = "1,3,12,20,21,24,29,37,67,70"
+# Eight CI seeds drawn with their axes (draws.py: timestamps off, SACK off, IPv6, slow reader, GSO,
+# BBR behind a policer; every axis in at least one draw, most in several), ~1 minute on a shared
+# 2-core machine (seeds 20 and 29 left out: 52 s and 29 s alone). Each targeted row is held per axis
+# (pool.py's "<row> [<axis>]" rows) where the axis's draws hold an occurrence of it, and the
+# receiver-limited time against the kernel's over all of them.
+AXIS_SEEDS = "1,3,12,21,24,37,67,70"
 AXIS_ROWS = [f"{row} [{axis}]" for axis in AXES for row in [*POOL_TARGETS, "no signature in clean runs"]]
-# What the axis pool showed and tailscope does not do yet (docs/accuracy.md "Stack and capture axes").
-KNOWN_AXIS_GAPS: dict[str, str] = {}
+# What the axis pool showed and tailscope does not do yet (docs/accuracy.md "Stack and capture axes",
+# with causes); xfail, not strict (timing moves a draw's misses between runs).
+_SACK_OFF_TAILS = ("RTO resends without SACK tagged tail_loss the truth does not count (seed 37: 4-7 of them, "
+                   "seed 1: 2): duplicate ACKs that change the window are not counted by tailscope's tail rule")
+_SACK_OFF_POLICER = "seed 37 (timestamps and SACK off, reno, 1.9 Mbit/s policer): 2-3 of 4 policed flows get no fit"
+_RWND = ("receiver-limited time 10-60 % over the kernel's where BBR's pacing or the cwnd in recovery, not the "
+         "window, stopped the sends (the kernel counts those as busy; seed 3: 98 vs 60 ms)")
+KNOWN_AXIS_GAPS: dict[str, str] = {
+    "tail_loss [timestamps off]": _SACK_OFF_TAILS,
+    "tail_loss [sack off]": _SACK_OFF_TAILS,
+    "tail_loss [ipv6]": _SACK_OFF_TAILS,
+    "policing [timestamps off]": _SACK_OFF_POLICER,
+    "policing [sack off]": _SACK_OFF_POLICER,
+    "budget policing (policed response) [timestamps off]": _SACK_OFF_POLICER,
+    "budget policing (policed response) [sack off]": _SACK_OFF_POLICER,
+    "budget loss recovery (tail-loss response) [timestamps off]": _SACK_OFF_TAILS,
+    "budget loss recovery (tail-loss response) [sack off]": _SACK_OFF_TAILS,
+    "policing [bbr behind a policer]": "seed 21 (BBR, 5.6 Mbit/s): 1 of 4 policed flows unfitted (252 drops)",
+    "budget policing (policed response) [bbr behind a policer]": "follows the unfitted flow of seed 21",
+    "reordering [ipv6]": ("seed 12 (IPv6, GSO): client segments held 71 ms tagged as fast retransmits (no IPv4 ID "
+                          "to date them): 3 flows missed"),
+    "reordering [gso]": "seed 12's misses (above); GSO captures also show s2c reordering FPs (seeds 18, 1026, 2005)",
+    "budget queueing (bottlenecked response) [timestamps off]": ("seed 70 (BBR, 305 ms, 3.5 Mbit/s): queueing "
+                                                                 "19 vs 30 ms on a 2-sample response"),
+    "budget queueing (bottlenecked response) [sack off]": "seed 70 (as above)",
+    "budget queueing (bottlenecked response) [ipv6]": "seed 70 (as above)",
+    **{f"{RWND_ROW} [{a}]": _RWND for a in ("timestamps off", "sack off", "ipv6", "slow reader", "gso")},
+    RWND_ROW: _RWND,
+}
 
 
 @pytest.fixture(scope="module")
