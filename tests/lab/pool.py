@@ -184,6 +184,34 @@ def _rwnd_row(ev: Evaluation) -> Row:
     return row
 
 
+RETRANS_ROW = "truth's server resends = tcp_info total_retrans"
+
+
+def _retrans_row(ev: Evaluation) -> Row:
+    """The truth against the server kernel, per flow (reported, not a target): the replay's resends
+    of server data (and FINs) up to the tcp_info record, plus the repeated SYN-ACKs, against
+    total_retrans (which counts wire segments, and a request socket's SYN-ACK resends, as the
+    truth does)."""
+    row = Row(RETRANS_ROW, "flow", None,
+              note="TP = equal; FN = differ (the evidence lists both); the kernels' MIB counters are checked per "
+                   "draw as before (truth.counter_check)")
+    for name, t in ev.truths.items():
+        res = ev.results.get(name)
+        if not isinstance(res, ScenarioResult):
+            continue
+        for key, k in kernel_tcp_info(res).items():
+            if "total_retrans" not in k:
+                continue
+            # as of the record: the server reads tcp_info when the client has closed, before its
+            # own FIN, whose resends come after
+            resends = sum(1 for r in t.retx if r.dir == "s2c" and r.flow == key and r.t_ns <= k["t_ns"])
+            synacks = sum(1 for x in t.txs.get((key, "s2c"), []) if "S" in x.flags)
+            ours = resends + max(0, synacks - 1)
+            row.add(name, True, ours == k["total_retrans"],
+                    f"port {key[1]}: truth {ours} resends, kernel total_retrans {k['total_retrans']}")
+    return row
+
+
 def _axis_rows(ev: Evaluation, draws: dict, work_dir: Path, targets: list) -> list:
     """Each targeted row again over the draws of one axis (draws.AXES)."""
     out = []
@@ -212,7 +240,7 @@ def score(results: dict, work_dir: Path, draws: dict, outputs: dict | None = Non
     the rows held to the target (POOL_TARGETS; CLIENT_TARGETS for draws captured at the client)."""
     targets = list(targets or POOL_TARGETS)
     ev = evaluate(results, work_dir, outputs)
-    ev.rows += [_timer_row(ev), *_policing_fit_rows(ev, draws), *budget_rows(ev), _rwnd_row(ev)]
+    ev.rows += [_timer_row(ev), *_policing_fit_rows(ev, draws), *budget_rows(ev), _rwnd_row(ev), _retrans_row(ev)]
     # the pool's targets, not evaluate.py's (which are set for the named scenarios)
     for r in ev.rows:
         if r.signature in targets:
