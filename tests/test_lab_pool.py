@@ -102,13 +102,15 @@ KNOWN_AXIS_GAPS: dict[str, str] = {
     "tail_loss [timestamps off]": _SACK_OFF_TAILS,
     "tail_loss [sack off]": _SACK_OFF_TAILS,
     "tail_loss [ipv6]": _SACK_OFF_TAILS,
-    "policing [timestamps off]": _SACK_OFF_POLICER,
-    "policing [sack off]": _SACK_OFF_POLICER,
+    "policing [timestamps off]": _SACK_OFF_POLICER + "; seed 70's FP (below)",
+    "policing [sack off]": _SACK_OFF_POLICER + "; seed 70's FP (below)",
     "budget policing (policed response) [timestamps off]": _SACK_OFF_POLICER,
     "budget policing (policed response) [sack off]": _SACK_OFF_POLICER,
     "budget loss recovery (tail-loss response) [timestamps off]": _SACK_OFF_TAILS,
     "budget loss recovery (tail-loss response) [sack off]": _SACK_OFF_TAILS,
     "policing [bbr behind a policer]": "seed 21 (BBR, 5.6 Mbit/s): 1 of 4 policed flows unfitted (252 drops)",
+    "policing [ipv6]": ("seed 70 (timestamps and SACK off, IPv6, BBR, 305 ms, 3.5 Mbit/s bottleneck with a 33 ms "
+                        "queue): a flow whose 11 queue-overflow drops were fitted as a 224 kbit/s policer"),
     "budget policing (policed response) [bbr behind a policer]": "follows the unfitted flow of seed 21",
     "reordering [ipv6]": ("seed 12 (IPv6, GSO): client segments held 71 ms tagged as fast retransmits (no IPv4 ID "
                           "to date them): 3 flows missed"),
