@@ -416,9 +416,10 @@ impl Scoreboard {
     /// 1,449, counted as closed without a resend, i.e. reordered).
     pub(super) fn any_resent_in(&self, from: u32, to: u32) -> bool {
         if !(self.near(from) && self.near(to)) {
-            return self.segs.iter().any(|u| {
-                u.retransmitted && SeqNumber(u.seq).before(to) && SeqNumber(from).before(u.nextseq)
-            });
+            return self
+                .segs
+                .iter()
+                .any(|u| u.retransmitted && SeqNumber(u.seq).before(to) && SeqNumber(from).before(u.nextseq));
         }
         let (fo, to_off) = (self.off(from), self.off(to));
         self.segs
@@ -550,9 +551,7 @@ mod tests {
             sample
         }
         fn any_resent_in(&self, ack: u32, l: u32) -> bool {
-            self.segs
-                .iter()
-                .any(|u| u.retransmitted && SeqNumber(u.seq).before(l) && SeqNumber(ack).before(u.nextseq))
+            self.segs.iter().any(|u| u.retransmitted && SeqNumber(u.seq).before(l) && SeqNumber(ack).before(u.nextseq))
         }
         fn first_covering(&self, seq: u32) -> Option<Unacked> {
             self.segs
