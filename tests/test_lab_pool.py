@@ -4,7 +4,8 @@ The named scenarios (test_lab_signatures.py) were built by the people who wrote 
 pool draws each impairment family's parameters from wide ranges (RTT 20-400 ms with jitter, loss
 0.5-8 % Bernoulli or bursty, reordering 1-10 % held 10-80 ms, policers 0.5-10 Mbit/s with 8-256 kB
 buckets, bottlenecks 1-50 Mbit/s holding 20 ms-2 s, cubic/bbr/reno, 1-8 connections, 1 kB-20 MB),
-seeded, so a threshold fitted to one scenario shows here. The CI pool is `pool.CI_SEEDS`; the
+seeded, so a threshold fitted to one scenario shows here. The CI pool is `pool.CI_SEEDS`, drawn
+without the stack/capture axes; `AXIS_SEEDS` are drawn with them (issue 29: per-axis rows); the
 table is printed (also without -s) and written to <pytest tmp>/lab-pool*/pool-table.txt. A larger
 pool is run by hand (`make lab-pool SEEDS=1-200`) and kept in docs/accuracy.md.
 
@@ -27,11 +28,13 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from tests.lab import run_scenarios  # noqa: E402
-from tests.lab.draws import at_client, parse_seeds, pool  # noqa: E402
-from tests.lab.pool import CI_SEEDS, CLIENT_TARGETS, POOL_TARGETS, broken_tables, format_pool, score  # noqa: E402
+from tests.lab.draws import AXES, at_client, parse_seeds, pool  # noqa: E402
+from tests.lab.pool import (CI_SEEDS, CLIENT_TARGETS, POOL_TARGETS, RWND_ROW, broken_tables, format_pool,  # noqa: E402
+                            score)
 from tests.lab.report import failed_runs, require_lab, rerun_once, show_table, untrustworthy, why  # noqa: E402
 from tests.lab.evaluate import TARGET  # noqa: E402
-from tests.lab.budget_check import CLEAN_ROW  # noqa: E402
+from tests.lab.budget_check import CLEAN_ROW, LOSS_ROW, POLICING_ROW, QUEUE_ROW  # noqa: E402
+from tests.lab.pool import FLOOR_ROW  # noqa: E402
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-pool")]
 
@@ -45,7 +48,10 @@ def _marked(targets: list, gaps: dict) -> list:
             for s in targets]
 
 
-TARGETS = _marked(POOL_TARGETS, KNOWN_GAPS)
+# The main pool runs each seed without the stack/capture axes (draws.draw(axes=False)): the gates
+# above were measured on Linux defaults at both ends, and the axes' own pool is below.
+MAIN_TARGETS = [t for t in POOL_TARGETS if t != RWND_ROW]
+TARGETS = _marked(MAIN_TARGETS, KNOWN_GAPS)
 
 
 # Draws captured at the client's eth0 (draws.at_client): two of each family, ~1 minute on 2 cores.
@@ -75,7 +81,87 @@ def _run_pool(tmp_path_factory, name: str, draws: list, targets=None):
 
 @pytest.fixture(scope="module")
 def pooled(tmp_path_factory):
-    return _run_pool(tmp_path_factory, "lab-pool", pool(parse_seeds(CI_SEEDS)))
+    return _run_pool(tmp_path_factory, "lab-pool", pool(parse_seeds(CI_SEEDS), axes=False))
+
+
+# ---- the stack/capture axes (issue 29) ------------------------------------------------------------
+# Seven CI seeds drawn with their axes (draws.py: timestamps off, SACK off, IPv6, slow reader, GSO,
+# BBR behind a policer; every axis in at least one draw, most in several), ~1 minute on a shared
+# 2-core machine (seeds 20 and 29 left out: 52 s and 29 s alone). Each targeted row is held per axis
+# (pool.py's "<row> [<axis>]" rows) where the axis's draws hold an occurrence of it, and the
+# receiver-limited time against the kernel's over all of them. Seed 37 (timestamps and SACK off
+# behind a policer) is left out until its truth holds: the replay of NewReno recovery there
+# disagreed with the server's counters in one of five runs (TCPSlowStartRetrans 850 vs 976,
+# TCPTimeouts 7 vs 8; docs/accuracy.md), and a gate on a truth that may be wrong proves nothing.
+AXIS_SEEDS = "1,3,12,21,24,67,70"
+AXIS_ROWS = [f"{row} [{axis}]" for axis in AXES for row in [*POOL_TARGETS, "no signature in clean runs"]]
+# What the axis pool showed and tailscope does not do yet (docs/accuracy.md "Stack and capture axes",
+# with causes); xfail, not strict (timing moves a draw's misses between runs).
+_SACK_OFF_TAILS = ("RTO resends without SACK tagged tail_loss the truth does not count (seed 37: 4-7 of them, "
+                   "seed 1: 2, seed 67: 1): duplicate ACKs that change the window are not counted by tailscope's "
+                   "tail rule")
+_SACK_OFF_POLICER = ("seed 37 (timestamps and SACK off, reno, 1.9 Mbit/s policer): 2-3 of 4 policed flows get no fit, "
+                     "or a rate below what they carried; seed 70: a queue's 11 overflow drops fitted as a 224 kbit/s "
+                     "policer")
+_POLICING_ROWS = ["policing", "policing rate within 15%", FLOOR_ROW, "policing burst within 50%", POLICING_ROW]
+_RWND = ("receiver-limited time 10-60 % over the kernel's where BBR's pacing or the cwnd in recovery, not the "
+         "window, stopped the sends (the kernel counts those as busy; seed 3: 98 vs 60 ms)")
+KNOWN_AXIS_GAPS: dict[str, str] = {
+    # the SACK-off draws (1, 37, 67, 70) and the other axes they carry
+    **{f"{row} [{a}]": _SACK_OFF_TAILS for a in ("timestamps off", "sack off", "ipv6", "slow reader")
+       for row in ("tail_loss", LOSS_ROW)},
+    **{f"{row} [{a}]": _SACK_OFF_POLICER for a in ("timestamps off", "sack off", "ipv6") for row in _POLICING_ROWS},
+    **{f"{row} [bbr behind a policer]": "seed 21 (BBR, 5.6 Mbit/s): 1 of 4 policed flows unfitted (252 drops)"
+       for row in _POLICING_ROWS},
+    "reordering [ipv6]": ("seed 12 (IPv6, GSO): client segments held 71 ms tagged as fast retransmits (no IPv4 ID "
+                          "to date them): 3 flows missed"),
+    "reordering [gso]": "seed 12's misses (above)",
+    **{f"{QUEUE_ROW} [{a}]": "seed 70 (BBR, 305 ms, 3.5 Mbit/s): queueing 19 vs 30 ms on a 2-sample response"
+       for a in ("timestamps off", "sack off", "ipv6")},
+    **{f"{RWND_ROW} [{a}]": _RWND for a in AXES},
+    RWND_ROW: _RWND,
+}
+
+
+@pytest.fixture(scope="module")
+def pooled_axes(tmp_path_factory):
+    return _run_pool(tmp_path_factory, "lab-pool-axes", pool(parse_seeds(AXIS_SEEDS)))
+
+
+def test_print_table_axes(pooled_axes, request, capsys):
+    show_table(pooled_axes.ev, request, capsys, "pool_table_axes")
+
+
+def test_every_axis_draw_ran_and_its_truth_holds(pooled_axes):
+    assert not failed_runs(pooled_axes.ev.results)
+    bad = _unexplained_counter_checks(pooled_axes)
+    assert not bad, bad
+
+
+# Eight draws hold few occurrences of most rows per axis: below this many decisions one odd one
+# moves a score by more than the 0.05 the target allows (0.923 at 13: a run's seed 3 left one fast
+# retransmit of 13 undecided), so such a row is reported in the table, not held; the hand-run pools
+# of docs/accuracy.md are the measure there. Clean rows are held whatever their size.
+AXIS_MIN_POSITIVES = 20
+
+
+@pytest.mark.parametrize("row", _marked(AXIS_ROWS, KNOWN_AXIS_GAPS))
+def test_pooled_target_per_axis(pooled_axes, row):
+    r = next((x for x in pooled_axes.axis_rows if x.signature == row), None)
+    if r is None or (r.kind == "pr" and r.tp + r.fn == 0 and r.fp == 0) or (r.kind == "clean" and r.tp + r.fp == 0):
+        pytest.skip(f"no occurrence of {row} among the axis draws")
+    if r.kind == "pr" and r.tp + r.fn + r.fp < AXIS_MIN_POSITIVES:
+        pytest.skip(f"{row}: {r.tp + r.fn + r.fp} decisions, under {AXIS_MIN_POSITIVES} (TP {r.tp} FP {r.fp} "
+                    f"FN {r.fn}; reported in the table)")
+    if r.kind == "clean":
+        assert r.fp == 0, why(pooled_axes.ev, r)
+    else:
+        assert r.result == "PASS", why(pooled_axes.ev, r)
+
+
+@pytest.mark.parametrize("signature", _marked([RWND_ROW], KNOWN_AXIS_GAPS))
+def test_receiver_limited_time_against_the_kernels(pooled_axes, signature):
+    _assert_target(pooled_axes, signature)
 
 
 @pytest.fixture(scope="module")

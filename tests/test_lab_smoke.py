@@ -507,6 +507,79 @@ def test_truth_tail_revealed_by_a_later_delivered_send_is_not_timer_only():
     assert not _revealed([tail], sent, repair, [])
 
 
+def test_truth_tail_answered_by_duplicate_acks_without_sack_is_not_a_tail():
+    """Without SACK, duplicate ACKs of the run's first byte sent after later data arrived are the
+    receiver's word that the run was not the burst's end, though the sender left it to its RTO
+    (pool seed 1, draw0001_loss: 14 of them, each with a new window, none counted by Linux).
+    A duplicate sent before the later data arrived, one with SACK blocks (`_revealed`'s case) or
+    one reaching the sender after the repair reveals nothing."""
+    from tests.lab.truth import Retx, Tx, _dupacks_revealed
+    flow = ("198.18.1.2", 40000, "198.18.2.2", 8443)
+    ms = 1_000_000
+    run = [Tx("s2c", flow, 10 * ms, 5000, 1, "A", 1000, off=4999)]                  # lost
+    later = Tx("s2c", flow, 11 * ms, 6000, 1, "A", 1000, off=5999, arrive_ns=30 * ms)
+    repair = Retx(flow, "s2c", 300 * ms, 5000, 4999, 1000, None, "rto", False, False, "", sub="timeout")
+
+    def dup(sent_ms, arrive_ms, sack=None):
+        return Tx("c2s", flow, sent_ms * ms, 1, 5000, "A", 0, sack=sack, arrive_ns=arrive_ms * ms)
+    assert _dupacks_revealed(run, [*run, later], repair, [dup(31, 50)])
+    assert not _dupacks_revealed(run, [*run, later], repair, [dup(25, 45)])         # before the later data
+    assert not _dupacks_revealed(run, [*run, later], repair, [dup(31, 50, [(6000, 7000)])])
+    assert not _dupacks_revealed(run, [*run, later], repair, [dup(31, 310)])        # after the repair
+    assert not _dupacks_revealed(run, run, repair, [dup(31, 50)])                   # nothing later sent
+
+
+def test_truth_joins_a_captured_super_segment_with_the_relays_wire_segments():
+    """GSO axis: a 2896-byte frame at the capture is the relay's two 1448-byte records (same ACK,
+    consecutive sequence numbers); it is rebuilt from them, not reported unmatched, and a frame
+    the records do not cover exactly is left unmatched with the records kept for later frames."""
+    import collections
+    from types import SimpleNamespace
+    from tests.lab.truth import _super_segment
+
+    def rec(seq, n):
+        return {"dir": "s2c", "src": "s", "sport": 1, "dst": "c", "dport": 2, "seq": seq, "ack": 7, "len": n}
+    by_seq = collections.defaultdict(collections.deque)
+    recs = [rec(1000, 1448), rec(2448, 1448), rec(3896, 1448)]
+    for r in recs:
+        by_seq[("s2c", "s", 1, "c", 2, r["seq"], 7)].append(r)
+    used = set()
+
+    def pop(q):
+        while q and id(q[0]) in used:
+            q.popleft()
+        if not q:
+            return None
+        used.add(id(q[0]))
+        return q.popleft()
+    pop.used = used
+
+    def pkt(seq, n):
+        return SimpleNamespace(src="s", sport=1, dst="c", dport=2, seq=seq, ack=7, payload_len=n)
+    assert _super_segment(pkt(1000, 2000), "s2c", by_seq, pop) == []        # 1448 + part of the next
+    assert _super_segment(pkt(1000, 2896), "s2c", by_seq, pop) == recs[:2]
+    assert _super_segment(pkt(3896, 1448), "s2c", by_seq, pop) == recs[2:]
+
+
+def test_tcp_info_is_read_at_the_kernels_offsets():
+    """apps.tcp_info: bytes sent over a loopback connection are what the kernel reports."""
+    import socket
+    from tests.lab.apps import tcp_info
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen()
+    c = socket.create_connection(ls.getsockname())
+    s, _ = ls.accept()
+    s.sendall(b"x" * 100_000)
+    got = 0
+    while got < 100_000:
+        got += len(c.recv(65536))
+    info = tcp_info(s)
+    for x in (s, c, ls):
+        x.close()
+    assert info["bytes_sent"] == 100_000 and info["total_retrans"] == 0 and info["bytes_retrans"] == 0
+
+
 def test_truth_spurious_resend_is_reported_by_dsack_or_an_older_echo():
     """A duplicate the client reported: a D-SACK block below its cumulative ACK, or (a TIME_WAIT
     socket answering a duplicate FIN, without SACK) the covering ACK echoing the original's older

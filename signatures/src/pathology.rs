@@ -66,6 +66,10 @@ pub struct Pathology {
     pub rwnd_limited_ns: i64,
     pub app_limited_ns: i64,
     rwnd_limited_since: Option<i64>,
+    /// A hold the client's ACK ended, not counted yet: it counts when the server sends data
+    /// next without a request in between (it had more to send), not when the window was full
+    /// only because the response ended there.
+    rwnd_held_ns: Option<i64>,
     /// The server had nothing in flight since this time, and no request arrived since.
     idle_since: Option<i64>,
 }
@@ -116,6 +120,9 @@ impl Pathology {
     /// Window state after a server send: limited when in-flight data leaves less than one
     /// segment of the client's advertised window.
     pub fn window_state(&mut self, now: i64, bif: u32, rwnd: Option<u64>, mss: u32) {
+        if let Some(held) = self.rwnd_held_ns.take() {
+            self.rwnd_limited_ns += held;
+        }
         let limited = rwnd.is_some_and(|w| u64::from(bif) + u64::from(mss.max(1)) > w);
         match (limited, self.rwnd_limited_since) {
             (true, None) => self.rwnd_limited_since = Some(now),
@@ -127,13 +134,18 @@ impl Pathology {
         }
     }
 
-    /// A client ACK left room for a segment in its window: the hold ends now, whether or not
-    /// the server has more to send (judged on the server's sends alone, a window full at the end
-    /// of a response counted on through the client's think time).
+    /// A client ACK left room for a segment in its window: the hold ends now (judged on the
+    /// server's sends alone, a window full at the end of a response counted on through the
+    /// client's think time). It counts only if the server then sends data before the client's
+    /// next request (`window_state`; `request` drops it): Linux's receiver-limited time
+    /// (tcp_info rwnd_limited) runs only while data waits that the window does not admit, and a
+    /// response whose last segment filled the window has none waiting (lab pool seeds
+    /// 1001-1032, slow readers with 4-16 kB buffers: 10-40 % over the kernel's per flow, and
+    /// 138 ms on a flow the kernel held 44 ms).
     pub fn window_opened(&mut self, now: i64, bif: u32, rwnd: u64, mss: u32) {
         if u64::from(bif) + u64::from(mss.max(1)) <= rwnd {
             if let Some(since) = self.rwnd_limited_since.take() {
-                self.rwnd_limited_ns += now - since;
+                self.rwnd_held_ns = Some(self.rwnd_held_ns.unwrap_or(0) + now - since);
             }
         }
     }
@@ -151,6 +163,8 @@ impl Pathology {
     /// A client request (data) arrived: a pause after this is the client's, not the server's.
     pub fn request(&mut self) {
         self.idle_since = None;
+        // the window was full only because the response had ended (`window_opened`)
+        self.rwnd_held_ns = None;
     }
 
     /// The server sends data again; `min_rtt` separates a real pause from ACK clocking.

@@ -436,6 +436,9 @@ impl Session {
                     }
                 }
             }
+            for &(data_dir, seq) in &an.also_proved_spurious {
+                self.resends.prove_spurious(row.flow_id, data_dir == 0, seq);
+            }
         }
         let pn = keyed.as_ref().and_then(|o| o.pn).map(|n| n as u32);
         let keyed_events = keyed.as_ref().map_or(&[][..], |o| &o.events[..]);

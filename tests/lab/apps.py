@@ -9,8 +9,17 @@ response" is exactly 20000 bytes of server payload - what the relay and the
 pcap see. Framing is what lets the relay target "the last segment of
 response 2" (tracker.py).
 
-    python -m tests.lab.apps server ADDR PORT [CC]
+    python -m tests.lab.apps server ADDR PORT [CC [LOG.jsonl]]
     python -m tests.lab.apps client PLAN.json LOG.jsonl
+
+The server's LOG gets one `tcp_info` record per connection, read from the kernel (TCP_INFO) when
+the client has closed: 5-tuple as the client logs it, and the counters a second truth is made of
+(TCP_INFO_FIELDS: retransmissions, timeouts, bytes resent, receiver-limited time).
+
+A plan's optional `reader` makes the client a slow reader (draws.py "slow reader"):
+{"rcvbuf": B, "every_bytes": N, "pause_s": T} sets SO_RCVBUF to B before connect (the kernel
+doubles it) and stops reading for T seconds after every N bytes of a response, each pause logged
+(`pause` records: t_start_ns, t_end_ns, the response's bytes read so far).
 
 Congestion control is set per socket (TCP_CONGESTION), not per namespace: a
 new namespace inherits the host's default (which may be bbr on one machine and
@@ -27,6 +36,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -56,9 +66,52 @@ def _recv_exact(sock: socket.socket, n: int, on_first=None) -> bytes:
     return b"".join(chunks)
 
 
+# -- tcp_info -----------------------------------------------------------------
+
+# struct tcp_info (include/uapi/linux/tcp.h): name -> (byte offset, struct format). The offsets are
+# the kernel ABI (fields are only ever appended); a kernel older than a field returns fewer bytes,
+# and the field is then left out of the record. *_us fields are microseconds.
+TCP_INFO_FIELDS = {
+    "total_retrans": (100, "I"),        # segments retransmitted over the connection
+    "bytes_acked": (120, "Q"),
+    "data_segs_out": (156, "I"),
+    "busy_time_us": (168, "Q"),         # time with data in flight or queued
+    "rwnd_limited_us": (176, "Q"),      # time the peer's receive window stopped sending
+    "sndbuf_limited_us": (184, "Q"),
+    "bytes_sent": (200, "Q"),
+    "bytes_retrans": (208, "Q"),
+    "dsack_dups": (216, "I"),
+    "total_rto": (240, "H"),            # RTO expirations (Linux 6.7+)
+    "total_rto_recoveries": (242, "H"),
+    "total_rto_time_ms": (244, "I"),
+}
+TCP_INFO_LEN = 248
+
+
+def tcp_info(s: socket.socket) -> dict:
+    raw = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LEN)
+    out = {}
+    for name, (off, fmt) in TCP_INFO_FIELDS.items():
+        if off + struct.calcsize(fmt) <= len(raw):
+            out[name] = struct.unpack_from("=" + fmt, raw, off)[0]
+    return out
+
+
 # -- server -------------------------------------------------------------------
 
-def serve(addr: str, port: int, stop: threading.Event, cc: str | None = None) -> None:
+class _Log:
+    def __init__(self, path: str | None):
+        self.f = open(path, "w") if path else None
+        self.lock = threading.Lock()
+
+    def write(self, rec: dict) -> None:
+        if self.f:
+            with self.lock:
+                self.f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+                self.f.flush()
+
+
+def serve(addr: str, port: int, stop: threading.Event, cc: str | None = None, log: _Log | None = None) -> None:
     family = socket.AF_INET6 if ":" in addr else socket.AF_INET
     ls = socket.socket(family, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -72,11 +125,11 @@ def serve(addr: str, port: int, stop: threading.Event, cc: str | None = None) ->
             s, _ = ls.accept()
         except socket.timeout:
             continue
-        threading.Thread(target=_serve_conn, args=(s, stop, cc), daemon=True).start()
+        threading.Thread(target=_serve_conn, args=(s, stop, cc, log), daemon=True).start()
     ls.close()
 
 
-def _serve_conn(s: socket.socket, stop: threading.Event, cc: str | None) -> None:
+def _serve_conn(s: socket.socket, stop: threading.Event, cc: str | None, log: _Log | None = None) -> None:
     # NODELAY as in most RPC/HTTP servers: each response leaves as one burst
     # of MSS-sized segments plus its tail, never held back by Nagle.
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -98,6 +151,15 @@ def _serve_conn(s: socket.socket, stop: threading.Event, cc: str | None) -> None
     except OSError:
         pass
     finally:
+        if log:
+            # the client has closed (or the connection failed): everything the server sent is
+            # acknowledged or given up on, so the counters are final for what the capture shows
+            try:
+                peer, me = s.getpeername()[:2], s.getsockname()[:2]
+                log.write({"kind": "tcp_info", "proto": "tcp", "src": peer[0], "sport": peer[1], "dst": me[0],
+                           "dport": me[1], "t_ns": time.time_ns(), **tcp_info(s)})
+            except OSError:
+                pass
         s.close()
 
 
@@ -131,6 +193,10 @@ class Client:
         server = (self.plan["server"], int(self.plan["port"]))
         s = socket.socket(self.family, socket.SOCK_STREAM)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader = self.plan.get("reader")
+        if reader:
+            # before connect: the window scale of the SYN follows the buffer
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(reader["rcvbuf"]))
         cc = set_cc(s, self.plan.get("cc"))
         s.settimeout(self._remaining())
         t_start = time.time_ns()
@@ -164,7 +230,10 @@ class Client:
                 magic, _f, mid, body_len, _ = HEADER.unpack(hdr)
                 if magic != MAGIC_RESPONSE or mid != rid:
                     raise ConnectionError(f"bad response header {hdr!r}")
-                _recv_exact(s, body_len)
+                if reader:
+                    self._read_slowly(s, body_len, reader, {"conn": ci, "index": k, **tuple5})
+                else:
+                    _recv_exact(s, body_len)
                 self._write({"kind": "request", "id": rid, "conn": ci, "index": k, **tuple5,
                              "req_bytes": req_body + HEADER_LEN, "resp_bytes": body_len + HEADER_LEN,
                              "think_s": think, "t_send_ns": t_send, "t_sent_ns": t_sent,
@@ -177,6 +246,22 @@ class Client:
         finally:
             s.close()
             self._write({"kind": "close", "conn": ci, **tuple5, "t_ns": time.time_ns()})
+
+    def _read_slowly(self, s: socket.socket, n: int, reader: dict, where: dict) -> None:
+        """Read n bytes, stopping for pause_s after every every_bytes (logged as `pause`)."""
+        every, pause = int(reader["every_bytes"]), float(reader["pause_s"])
+        got, since = HEADER_LEN, HEADER_LEN          # the header was read already
+        while got < n + HEADER_LEN:
+            if since >= every:
+                t0 = time.time_ns()
+                time.sleep(min(pause, self._remaining()))
+                self._write({"kind": "pause", **where, "read": got, "t_start_ns": t0, "t_end_ns": time.time_ns()})
+                since = 0
+            b = s.recv(min(every - since, n + HEADER_LEN - got))
+            if not b:
+                raise ConnectionError(f"peer closed after {got} of {n + HEADER_LEN} bytes")
+            got += len(b)
+            since += len(b)
 
     def run(self) -> int:
         conns = self.plan["connections"]
@@ -205,11 +290,12 @@ class Client:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["server"] and len(argv) in (3, 4):
+    if argv[:1] == ["server"] and len(argv) in (3, 4, 5):
         stop = threading.Event()
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        serve(argv[1], int(argv[2]), stop, argv[3] if len(argv) == 4 else None)
+        serve(argv[1], int(argv[2]), stop, argv[3] if len(argv) >= 4 else None,
+              _Log(argv[4] if len(argv) == 5 else None))
         return 0
     if argv[:1] == ["client"] and len(argv) == 3:
         with open(argv[1]) as f:

@@ -24,6 +24,25 @@ parallel, request/response (1-6 exchanges, responses 1 kB-300 kB) or bulk (100 k
 are capped by what the path can carry in about `BUDGET_S` seconds (rate, or the Mathis et al.
 loss-limited rate), so every draw ends in bounded time without making transfers small on fast
 paths.
+
+Stack and capture axes (issue 29: what real edge servers see and the lab's Linux defaults did
+not), each drawn independently with its probability (AXIS_P) from an RNG of its own, so a seed's
+impairment parameters stay what they were before the axes existed. The draw's `axes` field and
+its description name them; the pool reports every targeted row per axis as well (pool.py).
+
+    timestamps off  client namespace net.ipv4.tcp_timestamps=0 (Windows' default): no TSval/TSecr
+    sack off        client namespace net.ipv4.tcp_sack=0: NewReno, duplicate ACKs only
+    ipv6            the draw runs over IPv6 (the topology's ULA addresses)
+    slow reader     (request/response draws) the client's receive buffer is small and it pauses
+                    while reading a response (apps.py `reader`; each pause logged). Every TCP draw's
+                    server logs the kernel's tcp_info per connection at close (receiver-limited time)
+    gso             TSO/GSO on at the server's captured eth0: the capture holds super-segments
+                    (the relay past the router still sees wire-size segments: the TUN has no
+                    offloads; truth.py rebuilds each super-segment from them)
+    bbr behind a policer
+                    (policing draws) the server sends with BBR, which paces at its bandwidth
+                    estimate and does not back off on loss as cubic/reno do; besides the policing
+                    draws whose drawn congestion control is bbr anyway (axis_names)
 """
 from __future__ import annotations
 
@@ -41,6 +60,15 @@ MAX_TOTAL = 20_000_000  # bytes, all connections of a draw together
 RELAY_BPS = 40e6        # what the userspace relay forwards comfortably on the CI machine
 POLICED_CONN_S = 3.0    # policing draws: each connection's response lasts at least this at the rate,
 POLICED_S = 12.0        # and as many connections (4-6) as fit in this
+# Probability of each stack/capture axis per draw: modest, so most draws keep the defaults the
+# family's rows were measured on, and a pool of 40 holds several of each.
+AXIS_P = {"timestamps off": 0.2, "sack off": 0.2, "ipv6": 0.25, "slow reader": 0.3, "gso": 0.2,
+          "bbr behind a policer": 0.4}
+AXES = tuple(AXIS_P)
+# slow reader: receive buffer (SO_RCVBUF as asked; the kernel doubles it) and its pauses
+READER_RCVBUF = (4096, 16384)
+READER_PAUSE_S = (0.05, 0.5)
+READER_PAUSES = 12
 
 
 def available_cc() -> tuple:
@@ -82,7 +110,41 @@ def _workload(rng: random.Random, n_conns: int, budget: float, mode: str, min_re
     return workload(*conns, parallel=parallel), desc
 
 
-def draw(seed: int, cc_choices: tuple | None = None) -> Scenario:
+def draw_axes(seed: int, family: str, mode: str) -> tuple:
+    """The stack/capture axes of draw `seed` (module docstring), from their own RNG."""
+    rng = random.Random(f"axes-{seed}")
+    got = [a for a, p in AXIS_P.items() if rng.random() < p]
+    # A slow reader needs responses to read slowly; a handshake draw is about its SYNs; the
+    # policing and bottleneck truths (rate fit, the budget's queueing) take the sender as
+    # limited by the path, not by the receiver's window
+    if "slow reader" in got and (mode != "rr" or family in ("handshake", "policing", "bottleneck")):
+        got.remove("slow reader")
+    if "bbr behind a policer" in got and family != "policing":
+        got.remove("bbr behind a policer")
+    return tuple(got)
+
+
+def _reader(seed: int, wl: dict) -> dict:
+    """apps.py's slow reader: SO_RCVBUF before connect, and a pause after every `every_bytes` read
+    (at most READER_PAUSES per connection, so a draw's pauses add at most a few seconds)."""
+    rng = random.Random(f"reader-{seed}")
+    rcvbuf = rng.choice((READER_RCVBUF[0], 8192, READER_RCVBUF[1]))
+    most = max(sum(r["resp"] for r in c["requests"]) for c in wl["connections"])
+    return {"rcvbuf": rcvbuf, "every_bytes": max(int(rng.choice((0.5, 1, 2)) * rcvbuf), -(-most // READER_PAUSES)),
+            "pause_s": round(rng.uniform(*READER_PAUSE_S), 3)}
+
+
+def axis_names(sc: Scenario) -> tuple:
+    """The axes a draw (or any Scenario) has, as the pool's per-axis rows name them."""
+    out = list(getattr(sc, "axes", ()) or ())
+    if sc.police and sc.cc == "bbr" and "bbr behind a policer" not in out:
+        out.append("bbr behind a policer")
+    return tuple(out)
+
+
+def draw(seed: int, cc_choices: tuple | None = None, axes: bool = True) -> Scenario:
+    """Draw `seed`; `axes=False`: without the stack/capture axes (Linux defaults on both ends,
+    wire-size segments at the capture), the draw as it was before they existed."""
     rng = random.Random(seed)
     family = FAMILIES[seed % len(FAMILIES)]
     rtt_ms = _loguniform(rng, 20, 400)
@@ -183,16 +245,45 @@ def draw(seed: int, cc_choices: tuple | None = None) -> Scenario:
     slack = 3 if family == "policing" else 2
     deadline = round(transfer_s * slack + 12 * rtt_ms / 1000 + (10 if p_loss > 0.04 or family == "handshake" else 4),
                      1)
+    axes = draw_axes(seed, family, mode) if axes else ()
+    if "bbr behind a policer" in axes:
+        if "bbr" in (cc_choices or available_cc()):
+            cc = "bbr"
+        else:
+            axes = tuple(a for a in axes if a != "bbr behind a policer")
+    client_sysctls = {}
+    if "timestamps off" in axes:
+        client_sysctls["net.ipv4.tcp_timestamps"] = "0"
+    if "sack off" in axes:
+        client_sysctls["net.ipv4.tcp_sack"] = "0"
+    if client_sysctls:
+        kw["sysctls"] = {**kw.get("sysctls", {}), "client": client_sysctls}
+    if "ipv6" in axes:
+        kw["family"] = 6
+    if "gso" in axes:
+        kw["offloads"] = "server"
+    if "slow reader" in axes:
+        reader = _reader(seed, wl)
+        wl = {**wl, "reader": reader}
+        # every pause holds the response (the whole plan's bytes / every_bytes pauses at most),
+        # and the window carries about twice the buffer per round trip (the kernel doubles
+        # SO_RCVBUF): pool CI seeds, draw0020 (4 kB at 302 ms, 290 kB) ran out of time without
+        total_resp = sum(r["resp"] for c in wl["connections"] for r in c["requests"])
+        window_s = total_resp / (2 * reader["rcvbuf"]) * rtt_ms / 1000
+        deadline = round(deadline + total_resp / reader["every_bytes"] * reader["pause_s"] + window_s, 1)
+        params.append(f"reader rcvbuf {reader['rcvbuf']} pause {reader['pause_s']} s every "
+                      f"{reader['every_bytes']} B")
     name = f"draw{seed:04d}_{family}"
     description = (f"seed {seed}: {family}; RTT {rtt_ms:.0f} ms jitter {jitter} ms; {cc}; {n_conns} conn(s) "
-                   f"{mode}; " + "; ".join(params) + "; " + ", ".join(desc))
+                   f"{mode}; " + "; ".join(params) + "; " + ", ".join(desc)
+                   + (f"; axes: {', '.join(axes)}" if axes else ""))
     return Scenario(name, description, wl, delay_ms=delay, jitter_ms=jitter, cc=cc, seed=seed,
-                    linger_s=round(max(0.4, 3 * rtt_ms / 1000), 2), deadline_s=deadline, **kw)
+                    linger_s=round(max(0.4, 3 * rtt_ms / 1000), 2), deadline_s=deadline, axes=axes, **kw)
 
 
-def pool(seeds) -> list[Scenario]:
+def pool(seeds, axes: bool = True) -> list[Scenario]:
     cc = available_cc()
-    return [draw(s, cc) for s in seeds]
+    return [draw(s, cc, axes) for s in seeds]
 
 
 def at_client(sc: Scenario) -> Scenario:

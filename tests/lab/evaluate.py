@@ -58,6 +58,9 @@ from .truth import ScenarioTruth, derive, seq_in_range
 
 TARGET = 0.95
 BENIGN_TAGS = frozenset({"duplicate_ack", "window_update", "window_full", "keep_alive", "keep_alive_ack"})
+# What a client that stops reading makes (draws.py "slow reader"): not trouble in a clean draw whose
+# client log shows the pauses (truth.FlowTruth.reader_paused)
+READER_TAGS = frozenset({"zero_window", "zero_window_probe", "zero_window_probe_ack"})
 
 # ---- the scenarios -----------------------------------------------------------------------
 # The lab's catalogue (scenarios.py) is built to show each mechanism once; precision and recall
@@ -301,12 +304,14 @@ CAUSES = ["rto", "fast_retransmit", "tlp", "spurious"]
 CAUSE_TARGET = {"rto": TARGET, "fast_retransmit": TARGET}
 
 
-def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Evaluation:
+def evaluate(results: dict, work_dir: Path, outputs: dict | None = None, truths: dict | None = None) -> Evaluation:
     """Score tailscope on finished lab runs ({name: ScenarioResult}); tailscope runs here unless
-    `outputs` ({name: Outputs}) is given."""
+    `outputs` ({name: Outputs}) is given, the truth is derived unless `truths` has it (the pool's
+    per-axis rows score subsets of runs already scored)."""
     work_dir = Path(work_dir)
     warnings = []
-    truths: dict = {}
+    known = truths or {}
+    truths = {}
     outs: dict = dict(outputs or {})
     ok = {n: r for n, r in results.items() if isinstance(r, ScenarioResult)}
     for n, r in results.items():
@@ -317,7 +322,7 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Eval
         for n, o in zip(todo, ex.map(lambda n: analyze(ok[n], work_dir), todo)):
             outs[n] = o
     for n, r in ok.items():
-        truths[n] = derive(r)
+        truths[n] = known[n] if n in known else derive(r)
         warnings += [f"{n}: {w}" for w in truths[n].warnings]
 
     rows = {s: Row(s, "flow", t, note=note) for s, t, note in FLOW_SIGS}
@@ -455,12 +460,17 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Eval
         # clean runs: nothing at all
         if t.clean:
             trouble_by_flow = collections.defaultdict(list)
+            # a reader that paused closed its window: zero windows (and their probes) happened
+            paused = {k for k, ft in t.flows.items() if ft.reader_paused}
+            paused_ids = {fid for fid, k in flow_id_key.items() if k in paused}
             for p in o.packets:
-                bad = [x for x in _tags(p) if x not in BENIGN_TAGS]
+                ok_tags = BENIGN_TAGS | (READER_TAGS if p["flow_id"] in paused_ids else frozenset())
+                bad = [x for x in _tags(p) if x not in ok_tags]
                 if bad or p.get("retx_cause"):
                     trouble_by_flow[flow_id_key.get(p["flow_id"])].append(f"frame {p['frame']} {bad}")
             for e in o.events:
-                if e.get("signature") not in BENIGN_TAGS:
+                if e.get("signature") not in BENIGN_TAGS and not (e["flow_id"] in paused_ids
+                                                                 and e.get("signature") in READER_TAGS):
                     trouble_by_flow[flow_id_key.get(e["flow_id"])].append(f"event {e.get('signature')} "
                                                                           f"frame {e.get('frame')}")
             for key in set(ts_flows) | set(t.flows):
@@ -469,7 +479,8 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None) -> Eval
                 # draw's traffic outruns the relay (truth.py measures it)
                 ft = t.flows.get(key)
                 unscored = ft and (ft.bufferbloat_borderline or ft.bloat is None)
-                real = (ft.labels() | ({"bufferbloat"} if unscored else set())) if ft else set()
+                real = (ft.labels() | ({"bufferbloat"} if unscored else set())
+                        | (READER_TAGS if ft.reader_paused else set())) if ft else set()
                 bad = trouble_by_flow.get(key, []) + [f"flow signature {s}" for s in sigs if s not in real]
                 clean.pos_scenarios.add(n)
                 if bad:

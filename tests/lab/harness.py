@@ -188,7 +188,10 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
         res.files = {k: out / f"{sc.name}.{suffix}" for k, suffix in
                      (("keylog", "keys.log"), ("client_qlog", "client.qlog"), ("server_log", "server.jsonl"),
                       ("server_qlog", "server.qlog"))}
-    elif sc.app not in ("tcp", "go"):
+    elif sc.app == "tcp":
+        # apps.py's server: the kernel's tcp_info of every connection at its close
+        res.files = {"server_log": out / f"{sc.name}.server.jsonl"}
+    elif sc.app != "go":
         raise LabError(f"scenario {sc.name}: unknown app {sc.app!r}")
     for p in (res.pcap, res.emulator_log, res.client_log, res.meta, *res.files.values()):
         p.unlink(missing_ok=True)
@@ -209,7 +212,7 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
     relay_log = work / "relay.jsonl"
     extra_records: list[dict] = []
     procs: list[Background] = []
-    with Topology(tag=sc.name, host_sysctls=sc.sysctls) as topo:
+    with Topology(tag=sc.name, host_sysctls=sc.sysctls, offloads=sc.offloads) as topo:
         try:
             relay = Background(python_module("tests.lab.relay", work / "relay.json", relay_log),
                                ns=topo.router, name="relay", ready=r"^READY")
@@ -260,7 +263,8 @@ def run_scenario(scenario: str | Scenario, out_dir: str | Path, *, strict: bool 
                 server_cmd = python_module("tests.lab.go.lab", "serve", work / "server.json")
                 plan_extra = {"bin": bins}
             else:
-                server_cmd = python_module("tests.lab.apps", "server", server_addr, sc.port, sc.cc)
+                server_cmd = python_module("tests.lab.apps", "server", server_addr, sc.port, sc.cc,
+                                           res.files["server_log"])
             server = Background(server_cmd, ns=topo.server, name="server", ready=r"^READY")
             procs.append(server)
             ready = server.wait_ready(10)

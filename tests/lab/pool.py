@@ -18,6 +18,14 @@ draw holds few occurrences of any one signature. Added to evaluate.py's rows:
   loss-recovery parts within one RTT of the truth's wait for the repair, a policed response's
   policing part and a bottlenecked response's queueing part within 20 %, and nothing charged to
   loss or queueing in clean draws; share of qualifying queries >= 0.90 (ROW_TARGETS).
+* `rwnd_limited within 10% of the kernel's` (issue 29): per flow, tailscope's `rwnd_limited_ns`
+  against the server kernel's own receiver-limited time (tcp_info `tcpi_rwnd_limited`, logged by
+  apps.py's server at each connection's close). Scored where either says at least RWND_FLOOR_NS:
+  TP = within RWND_TOL of the kernel's; FN = the kernel's time missed or off by more; FP = time
+  tailscope reports on a flow the kernel says was not limited.
+* per axis (draws.AXES: timestamps off, SACK off, IPv6, slow reader, GSO, BBR behind a policer):
+  every targeted row again over the draws with that axis only, named `<row> [<axis>]`, held to
+  the same targets when the axis holds positives of the row (issue 29).
 * the worst draws: per draw, its FPs and FNs over the targeted rows, most first, with the
   parameters that made the draw (seed -> `python -m tests.lab.pool --seeds N` re-runs it).
 
@@ -35,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .budget_check import BUDGET_TARGET, LOSS_ROW, POLICING_ROW, QUEUE_ROW, budget_rows
-from .draws import FAMILIES, at_client, parse_seeds, pool
+from .draws import AXES, FAMILIES, at_client, axis_names, parse_seeds, pool
 from .evaluate import TARGET, Evaluation, Row, evaluate, format_table
 from .harness import ScenarioResult, load_finished, run_scenarios
 from .truth import POLICER_RATE_OBSERVABLE
@@ -46,13 +54,18 @@ from .truth import POLICER_RATE_OBSERVABLE
 # (CI, 2026-11-28: draw0038 port 43084 query 1, mean hold 30.0 ms over 9 samples, 27.2 vs 34.0
 # ms). With these ~28 qualify. A larger pool is run by hand (make lab-pool), kept in
 # docs/accuracy.md.
+RWND_ROW = "rwnd_limited within 10% of the kernel's"
+RWND_TOL = 0.10
+# below this neither side's figure is scored: the kernel's chrono and the capture's view of the
+# window differ by an ACK's flight at each start and stop, a few ms on a 20-400 ms path
+RWND_FLOOR_NS = 50_000_000
 CI_SEEDS = "1-40,46,54,62,70,78,86,94"
 RATE_TOL, BURST_TOL = 0.15, 0.50
 FLOOR_ROW = f"policing rate, flow under {POLICER_RATE_OBSERVABLE:.0%} of it"
 POOL_TARGETS = ["synack_loss", "syn_loss", "tail_loss", "retx timer (rto|tlp) [s2c]",
                 "retx_cause=fast_retransmit [s2c]", "retx_cause=spurious [s2c]", "reordering", "policing", "bufferbloat",
                 "policing rate within 15%", FLOOR_ROW, "policing burst within 50%",
-                LOSS_ROW, POLICING_ROW, QUEUE_ROW]
+                LOSS_ROW, POLICING_ROW, QUEUE_ROW, RWND_ROW]
 # Rows held to another figure than TARGET: the time budget's shares of queries within tolerance
 # (issue 27's first gate; budget_check.py, docs/accuracy.md)
 ROW_TARGETS = {LOSS_ROW: BUDGET_TARGET, POLICING_ROW: BUDGET_TARGET, QUEUE_ROW: BUDGET_TARGET}
@@ -67,6 +80,7 @@ TIMER = ("rto", "tlp")
 class PoolEvaluation:
     ev: Evaluation
     draws: dict                                   # name -> Scenario
+    axis_rows: list = field(default_factory=list)  # rows named "<row> [<axis>]", over that axis's draws
     worst: list = field(default_factory=list)     # (fp + fn, name, description, [lines])
     targets: list = field(default_factory=lambda: list(POOL_TARGETS))
     table: str = ""
@@ -134,6 +148,89 @@ def _policing_fit_rows(ev: Evaluation, draws: dict) -> list:
     return [rate, burst, floor]
 
 
+def kernel_tcp_info(res: ScenarioResult) -> dict:
+    """The server's tcp_info records (apps.py) by flow key (client ip, port, server ip, port)."""
+    path = res.files.get("server_log")
+    if not path or not Path(path).exists():
+        return {}
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        r = json.loads(line)
+        if r.get("kind") == "tcp_info":
+            out[(r["src"], r["sport"], r["dst"], r["dport"])] = r
+    return out
+
+
+def _rwnd_row(ev: Evaluation) -> Row:
+    row = Row(RWND_ROW, "flow", TARGET,
+              note=f"tailscope's flows.rwnd_limited_ns vs the server kernel's tcp_info rwnd_limited, flows where "
+                   f"either is >= {RWND_FLOOR_NS / 1e6:.0f} ms; TP = within {RWND_TOL:.0%} of the kernel's")
+    for name, res in ev.results.items():
+        o = ev.outputs.get(name)
+        if not isinstance(res, ScenarioResult) or o is None:
+            continue
+        kinfo = kernel_tcp_info(res)
+        by_key = {(f["client_ip"], f["client_port"], f["server_ip"], f["server_port"]): f for f in o.flows}
+        for key, k in kinfo.items():
+            if "rwnd_limited_us" not in k:
+                continue
+            kern = k["rwnd_limited_us"] * 1000
+            ours = (by_key.get(key) or {}).get("rwnd_limited_ns") or 0
+            if kern < RWND_FLOOR_NS and ours < RWND_FLOOR_NS:
+                continue
+            ok = abs(ours - kern) <= RWND_TOL * kern
+            row.add(name, kern >= RWND_FLOOR_NS, ok if kern >= RWND_FLOOR_NS else True,
+                    f"port {key[1]}: kernel {kern / 1e6:.1f} ms, tailscope {ours / 1e6:.1f} ms")
+    return row
+
+
+RETRANS_ROW = "truth's server resends = tcp_info total_retrans"
+
+
+def _retrans_row(ev: Evaluation) -> Row:
+    """The truth against the server kernel, per flow (reported, not a target): the replay's resends
+    of server data (and FINs) up to the tcp_info record, plus the repeated SYN-ACKs, against
+    total_retrans (which counts wire segments, and a request socket's SYN-ACK resends, as the
+    truth does)."""
+    row = Row(RETRANS_ROW, "flow", None,
+              note="TP = equal; FN = differ (the evidence lists both); the kernels' MIB counters are checked per "
+                   "draw as before (truth.counter_check)")
+    for name, t in ev.truths.items():
+        res = ev.results.get(name)
+        if not isinstance(res, ScenarioResult):
+            continue
+        for key, k in kernel_tcp_info(res).items():
+            if "total_retrans" not in k:
+                continue
+            # as of the record: the server reads tcp_info when the client has closed, before its
+            # own FIN, whose resends come after
+            resends = sum(1 for r in t.retx if r.dir == "s2c" and r.flow == key and r.t_ns <= k["t_ns"])
+            synacks = sum(1 for x in t.txs.get((key, "s2c"), []) if "S" in x.flags)
+            ours = resends + max(0, synacks - 1)
+            row.add(name, True, ours == k["total_retrans"],
+                    f"port {key[1]}: truth {ours} resends, kernel total_retrans {k['total_retrans']}")
+    return row
+
+
+def _axis_rows(ev: Evaluation, draws: dict, work_dir: Path, targets: list) -> list:
+    """Each targeted row again over the draws of one axis (draws.AXES)."""
+    out = []
+    for axis in AXES:
+        names = [n for n in ev.results if n in draws and axis in axis_names(draws[n])]
+        if not names:
+            continue
+        sub = evaluate({n: ev.results[n] for n in names}, work_dir, ev.outputs, ev.truths)
+        sub.rows += [_timer_row(sub), *_policing_fit_rows(sub, draws), *budget_rows(sub), _rwnd_row(sub)]
+        for r in sub.rows:
+            if r.signature not in targets and r.kind != "clean":
+                continue
+            r.signature, r.note = f"{r.signature} [{axis}]", ""     # the note is the pooled row's
+            if r.kind == "pr":
+                r.target = ROW_TARGETS.get(r.signature.rsplit(" [", 1)[0], TARGET)
+            out.append(r)
+    return out
+
+
 _WHO = re.compile(r"^(FP|FN) (draw\d+_\w+):")
 
 
@@ -143,7 +240,7 @@ def score(results: dict, work_dir: Path, draws: dict, outputs: dict | None = Non
     the rows held to the target (POOL_TARGETS; CLIENT_TARGETS for draws captured at the client)."""
     targets = list(targets or POOL_TARGETS)
     ev = evaluate(results, work_dir, outputs)
-    ev.rows += [_timer_row(ev), *_policing_fit_rows(ev, draws), *budget_rows(ev)]
+    ev.rows += [_timer_row(ev), *_policing_fit_rows(ev, draws), *budget_rows(ev), _rwnd_row(ev), _retrans_row(ev)]
     # the pool's targets, not evaluate.py's (which are set for the named scenarios)
     for r in ev.rows:
         if r.signature in targets:
@@ -151,6 +248,7 @@ def score(results: dict, work_dir: Path, draws: dict, outputs: dict | None = Non
         elif r.kind == "pr":
             r.target = None
     pe = PoolEvaluation(ev, draws, targets=targets)
+    pe.axis_rows = _axis_rows(ev, draws, work_dir, targets)
     per_draw: dict = collections.defaultdict(list)
     for r in ev.rows:
         if r.signature not in targets and r.kind != "clean":
@@ -183,6 +281,12 @@ def format_pool(pe: PoolEvaluation, details: int = 6, worst: int = 8) -> str:
     head.append(f"tables agree (tests/support/invariants.py): {len(pe.ev.outputs) - len(broken)} of "
                 f"{len(pe.ev.outputs)} draws" + "".join(f"\n  {n}: {v[0][:300]}" for n, v in sorted(broken.items())))
     body = format_table(pe.ev, details)
+    if pe.axis_rows:
+        from .evaluate import Evaluation as _Ev
+        axes = collections.Counter(a for sc in pe.draws.values() for a in axis_names(sc))
+        body += ("\n\nper axis (" + ", ".join(f"{a} {axes[a]} draws" for a in AXES if axes[a]) + "):\n"
+                 + format_table(_Ev([r for r in pe.axis_rows if r.tp + r.fp + r.fn], {}, {}, []), details)
+                 + "\n(rows of an axis without any occurrence are left out)")
     tail = ["", f"worst draws (FP + FN over the targeted rows; first {worst}):"]
     for n_bad, name, desc, lines in pe.worst[:worst]:
         tail.append(f"  {name}: {n_bad}  [{desc[:200]}]")
@@ -190,9 +294,15 @@ def format_pool(pe: PoolEvaluation, details: int = 6, worst: int = 8) -> str:
     return "\n".join(head + ["", body] + tail)
 
 
+def axis_failures(pe: PoolEvaluation) -> list:
+    """The per-axis rows that miss their target (rows without positives of the axis are n/a)."""
+    return [r for r in pe.axis_rows if not (r.result == "PASS" or r.result.startswith("n/a") or r.result == "info")]
+
+
 def passed(pe: PoolEvaluation) -> bool:
-    return not broken_tables(pe) and all(r.result == "PASS" or r.result.startswith("n/a") for r in pe.rows
-                                         if r.signature in pe.targets or r.kind == "clean")
+    targeted = [r for r in pe.rows if r.signature in pe.targets or r.kind == "clean"]
+    return (not broken_tables(pe) and not axis_failures(pe)
+            and all(r.result == "PASS" or r.result.startswith("n/a") for r in targeted))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,10 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parallel", type=int, default=3)
     ap.add_argument("--details", type=int, default=8)
     ap.add_argument("--json", help="also write the rows as JSON here")
+    ap.add_argument("--no-axes", action="store_true",
+                    help="draw without the stack/capture axes (draws.draw(axes=False): CI's main pool)")
     ap.add_argument("--at-client", action="store_true",
                     help="capture each draw at the client's eth0 (named <draw>_client; scored on CLIENT_TARGETS)")
     a = ap.parse_args(argv)
-    scs = pool(parse_seeds(a.seeds))
+    scs = pool(parse_seeds(a.seeds), axes=not a.no_axes)
     if a.at_client:
         scs = [at_client(sc) for sc in scs]
     out = Path(a.out)

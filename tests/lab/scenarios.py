@@ -77,6 +77,9 @@ class Scenario:
     deadline_s: float = 20.0          # client gives up after this
     app: str = "tcp"                  # tcp: apps.py (workload: connections) | quic: quic_apps.py (sessions)
     vantage: str = "server"           # where tcpdump captures: the server's eth0 | the client's eth0
+    offloads: str = ""                # "server": TSO/GSO (and tx checksum) on at the server's eth0, so a
+                                      # server-side capture holds super-segments; "" = all offloads off
+    axes: tuple = ()                  # draws.py: the stack/capture axes this draw has (a label)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

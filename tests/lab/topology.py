@@ -74,6 +74,7 @@ class Topology:
     """Context manager owning the three namespaces; `with Topology() as t:`."""
     tag: str = ""
     host_sysctls: dict = field(default_factory=dict)   # {"client": {...}, "server": {...}, "router": {...}}
+    offloads: str = ""          # "server": TSO/GSO on at the server's eth0 (Scenario.offloads)
     client: str = ""
     router: str = ""
     server: str = ""
@@ -130,6 +131,13 @@ class Topology:
             # wire: no 64 KB TSO/GSO super-segments, no GRO merging at the
             # router, and (tx off) real checksums instead of partial ones.
             run(["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx", "off"], ns=ns)
+            if self.offloads == "server" and ns == s:
+                # the GSO axis (draws.py): the server hands its eth0 super-segments as a TSO host
+                # does, so tcpdump there records them (TSO needs tx checksumming, so partial
+                # checksums too). Past the veth the router forwards them into the TUN, which has no
+                # offloads: the kernel segments them there, and the relay still sees and logs
+                # wire-size segments.
+                run(["ethtool", "-K", dev, "tx", "on", "tso", "on", "gso", "on"], ns=ns)
             run(["ip", "addr", "add", f"{v4}/24", "dev", dev], ns=ns)
             run(["ip", "-6", "addr", "add", f"{v6}/64", "dev", dev, "nodad"], ns=ns)
             run(["ip", "link", "set", dev, "up"], ns=ns)

@@ -49,6 +49,7 @@ impl TcpState {
         let blocks = s.tcp.sack_blocks();
         self.dsack(s, blocks, out);
         self.eifel_fin(s, out);
+        self.eifel_data(s, out);
         self.answered_original(s, out);
         let rev = &mut self.dir[1 - s.dir];
         let mut rack = Rack { delivered: rev.delivered_sent_ts, min_rtt: rev.rtt.min.unwrap_or(0), now };
@@ -200,6 +201,44 @@ impl TcpState {
             }
         }
         out.proved_spurious[1 - s.dir] = proved;
+    }
+
+    /// RFC 3522 (Eifel detection) for data on a flow without SACK, where no D-SACK reports a
+    /// duplicate: the first ACK covering a resend echoes the TSval of the segment that moved the
+    /// receiver's TS.Recent. A duplicate does not move it (Linux answers a segment wholly below
+    /// its window with a duplicate ACK and discards it), the copy that fills the receiver's next
+    /// byte does. So an echo older than the resend's own stamp is an earlier copy's: the bytes
+    /// had arrived, the resend was spurious (lab pool, SACK off, seed 1: after an RTO the
+    /// go-back-N resent 119 segments the client held already, each called `rto`). Every resend
+    /// the ACK covers is judged by it, and leaves the list.
+    fn eifel_data(&mut self, s: &Segment<'_>, out: &mut Analysis) {
+        let rev = &mut self.dir[1 - s.dir];
+        if rev.data_resends.is_empty() || s.flags & TCP_ACK == 0 {
+            return;
+        }
+        let ack = s.ack;
+        let ecr = s.tcp.ts.map(|t| t.1).filter(|&e| e != 0);
+        let mut i = 0;
+        while i < rev.data_resends.len() {
+            let (seq, end, tsval, tags, delay) = rev.data_resends[i];
+            if !SeqNumber(end).at_or_before(ack) {
+                i += 1;
+                continue;
+            }
+            rev.data_resends.remove(i);
+            if !ecr.is_some_and(|e| SeqNumber(e).before(tsval)) {
+                continue;
+            }
+            if let Some(j) = rev.recent_retx.iter().rposition(|r| r.0 == seq && r.1 == end) {
+                rev.recent_retx.remove(j);
+            }
+            unspurious_stats(&mut self.stats, tags, delay, 1 - s.dir, end.wrapping_sub(seq));
+            if out.proved_spurious[1 - s.dir].is_none() {
+                out.proved_spurious[1 - s.dir] = Some((seq, tags, 1));
+            } else {
+                out.also_proved_spurious.push(((1 - s.dir) as u8, seq));
+            }
+        }
     }
 
     /// Timestamp echo (pping): the first packet echoing a TSval the other side sent.

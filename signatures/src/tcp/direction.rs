@@ -110,6 +110,10 @@ pub struct DirSeq {
     /// The resends of this direction's bare FIN, until an ACK covers it: (seq, TSval, tags,
     /// delay) each, for the Eifel check (RFC 3522) of that ACK's echo.
     pub(super) fin_resends: Vec<(u32, u32, u32, i64)>,
+    /// On a flow without SACK, this direction's data resends until an ACK covers them: (seq,
+    /// end, TSval, tags, delay) each, for the Eifel check (RFC 3522) of that ACK's echo
+    /// (`ack::eifel_data`).
+    pub(super) data_resends: Vec<(u32, u32, u32, u32, i64)>,
     /// RACK (RFC 8985 §6.1): the latest send time of this direction's segments the receiver is
     /// known to have got (SACKed or acknowledged); 0 before any.
     pub(super) delivered_sent_ts: i64,
@@ -164,6 +168,7 @@ impl Default for DirSeq {
             peer_ack_high: None,
             recent_retx: VecDeque::new(),
             fin_resends: Vec::new(),
+            data_resends: Vec::new(),
             last_advance_ts: None,
             delivered_sent_ts: 0,
             high: 0,
@@ -183,6 +188,7 @@ impl DirSeq {
         self.sack_holes = VecDeque::new();
         self.tsvals = VecDeque::new();
         self.fin_resends = Vec::new();
+        self.data_resends = Vec::new();
     }
 
     /// Give back spare capacity worth a reallocation (`ShrinkSpare`), keeping every entry.

@@ -91,6 +91,10 @@ pub struct Analysis {
     /// arriving after its own resend proves that resend's (same direction); the echo in an ACK
     /// of a resent FIN proves every resend stamped after it.
     pub proved_spurious: [Option<(u32, u32, u8)>; 2],
+    /// More resends this packet proved spurious, of other sequence numbers (direction of their
+    /// data, seq): the echo in one ACK can prove several data resends of a flow without SACK
+    /// (`ack::eifel_data`). Empty (no allocation) otherwise.
+    pub also_proved_spurious: Vec<(u8, u32)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -121,6 +125,9 @@ pub struct TcpState {
     client_syn_mss: Option<u32>,
     /// The client's window scale, as the server's sends apply it.
     client_window_shift: Option<u8>,
+    /// A SYN or SYN-ACK of the flow did not offer SACK: no D-SACK will tell a duplicate, and
+    /// the timestamp echo is the proof of a spurious data resend (`ack::eifel_data`).
+    no_sack: bool,
 }
 
 /// `window_shift` is the flow's window scale for the packet's direction, when known.
@@ -202,6 +209,7 @@ impl TcpState {
         }
         if s.flags & TCP_SYN != 0 {
             self.note_syn(s.dir, s.flags, s.seq, s.now, &mut ta);
+            self.no_sack |= !s.tcp.sack_permitted;
         }
         // The sender's side, then what the ACK settles on the other side.
         self.record_send(&s, ta, &judged, out.retx_delay_ns);
@@ -220,6 +228,9 @@ impl TcpState {
             if let Some((seq, _, _)) = *proved {
                 self.queries.prove_spurious(dir == 0, seq);
             }
+        }
+        for &(dir, seq) in &out.also_proved_spurious {
+            self.queries.prove_spurious(dir == 0, seq);
         }
         out.tags = ta;
         out

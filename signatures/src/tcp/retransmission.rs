@@ -268,6 +268,16 @@ impl TcpState {
             }
             fwd.recent_retx.push_back((seq, seq.wrapping_add(span), *ta, now - first_ts, now));
         }
+        // Without SACK no D-SACK will come for data either: the echo in the ACK that first covers
+        // the resend tells (`ack::eifel_data`).
+        if self.no_sack && seglen > 0 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
+            if let Some((tsval, _)) = s.tcp.ts {
+                if fwd.data_resends.len() >= MAX_HOLES {
+                    fwd.data_resends.remove(0);
+                }
+                fwd.data_resends.push((seq, seq.wrapping_add(seglen), tsval, *ta, now - first_ts));
+            }
+        }
         // One that has closed sends none; the echo in the ACK that covers the FIN then tells
         // whether the first FIN had arrived (`ack::eifel_fin`).
         if seglen == 0 && flags & TCP_FIN != 0 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
@@ -279,8 +289,11 @@ impl TcpState {
                 fwd.fin_resends.push((seq, tsval, *ta, now - first_ts));
             }
         }
+        // A resend into a hole, wherever it starts: a super-segment (a capture above TSO/GSO)
+        // may start below a hole the receiver reported and fill it (`Scoreboard::any_resent_in`).
+        let resend_end = seq.wrapping_add(span.max(1));
         for h in fwd.sack_holes.iter_mut() {
-            if SeqNumber(h.0).at_or_before(seq) && SeqNumber(seq).before(h.1) {
+            if SeqNumber(seq).before(h.1) && SeqNumber(h.0).before(resend_end) {
                 h.2 = true;
             }
         }

@@ -649,11 +649,12 @@ fn feed_scaled(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, flags
 }
 
 /// A response that fills the client's 4,000-byte window and ends; the client acknowledges it
-/// all with its window open again, then thinks for 10 s. The server was held by the window
-/// from the send that filled it to that ACK, not through the think time (the kernel's
-/// receiver-limited time stops when the window opens).
+/// all with its window open again, then thinks for 10 s. The window held the server neither
+/// through the think time (the kernel's receiver-limited time stops when the window opens) nor
+/// before the ACK: nothing was waiting for room, the response had ended (tcp_info rwnd_limited
+/// runs only while data waits that the window does not admit).
 #[test]
-fn a_window_full_at_the_end_of_a_response_ends_with_the_ack_that_opens_it() {
+fn a_window_full_at_the_end_of_a_response_held_nothing() {
     let (c, s) = (1_000u32, 5_000u32);
     let mut st = handshake_and_request(c, s);
     feed_scaled(&mut st, 1, 50, s + 1, c + 101, PA, 1000, 65535);
@@ -664,7 +665,25 @@ fn a_window_full_at_the_end_of_a_response_ends_with_the_ack_that_opens_it() {
     feed_scaled(&mut st, 0, 140, c + 101, s + 4001, A, 0, 4000);
     assert!(!st.path.rwnd_limited(), "the ACK opened the window");
     feed_scaled(&mut st, 0, 10_140, c + 101, s + 4001, PA, 100, 4000); // the next request
+    feed_scaled(&mut st, 1, 10_150, s + 4001, c + 201, PA, 1000, 65535); // its response
     st.finish(10_200 * MS);
+    assert_eq!(st.path.rwnd_limited_ns, 0);
+}
+
+/// The same window full in the middle of a response: the server sends on as soon as the ACK
+/// opens it, so it was held from the send that filled the window to that ACK (40 ms).
+#[test]
+fn a_window_full_mid_response_holds_the_server_until_the_ack_that_opens_it() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = handshake_and_request(c, s);
+    feed_scaled(&mut st, 1, 50, s + 1, c + 101, PA, 1000, 65535);
+    feed_scaled(&mut st, 0, 60, c + 101, s + 1, A, 0, 4000);
+    feed_scaled(&mut st, 1, 100, s + 1001, c + 101, PA, 2000, 65535);
+    feed_scaled(&mut st, 1, 100, s + 3001, c + 101, PA, 1000, 65535); // fills the window
+    feed_scaled(&mut st, 0, 140, c + 101, s + 4001, A, 0, 4000);
+    assert_eq!(st.path.rwnd_limited_ns, 0, "not known yet: did the server have more to send?");
+    feed_scaled(&mut st, 1, 140, s + 4001, c + 101, PA, 1000, 65535); // it had
+    st.finish(200 * MS);
     assert_eq!(st.path.rwnd_limited_ns, 40 * MS);
 }
 
@@ -754,4 +773,51 @@ fn an_ack_sooner_than_a_round_trip_after_a_fast_retransmit_makes_it_spurious() {
     assert_eq!((proved.map(|p| p.0), fast, spurious, reordered), (Some(s + 1001), 0, 1, 1));
     let (proved, fast, spurious, _) = run(134);
     assert_eq!((proved, fast, spurious), (None, 1, 0));
+}
+
+/// A client without SACK (lab pool seed 1, draw0001_loss): the first of four 1000-byte
+/// segments is lost, duplicate ACKs do not count (a new window in each), and the RTO's
+/// go-back-N resends the first three. The first resend fills the hole: the ACK it draws covers
+/// all three and echoes its stamp (1300), older than the others' (1301, 1302), which the client
+/// had already: spurious, both proved by that one ACK. The first resend, echoed with its own stamp, repaired a loss. With
+/// SACK offered in the handshake the echo proves nothing here (the D-SACK is the proof).
+#[test]
+fn a_go_back_n_resend_without_sack_is_proved_spurious_by_the_echo() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |sack: bool| {
+        let mut st = TcpState::default();
+        let syn = |seq, ack, flags, ts| TcpInfo {
+            seq,
+            ack,
+            flags,
+            window: 65535,
+            header_len: 40,
+            ts: Some(ts),
+            sack_permitted: sack,
+            ..TcpInfo::default()
+        };
+        analyze(&mut st, 0, 0, &syn(c, 0, TCP_SYN, (100, 0)), 0, None);
+        analyze(&mut st, 1, 0, &syn(s, c + 1, TCP_SYN | A, (900, 100)), 0, None);
+        feed_ts(&mut st, 0, 40, c + 1, s + 1, A, 0, (140, 900));
+        feed_ts(&mut st, 0, 41, c + 1, s + 1, PA, 100, (141, 900));
+        for i in 0..4u32 {
+            feed_ts(&mut st, 1, 42, s + 1 + 1000 * i, c + 101, PA, 1000, (942, 141));
+        }
+        for k in 0..3 {
+            feed_ts(&mut st, 0, 82 + k, c + 101, s + 1, A, 0, (182 + k as u32, 942));
+        }
+        let first = feed_ts(&mut st, 1, 400, s + 1, c + 101, PA, 1000, (1300, 184));
+        let second = feed_ts(&mut st, 1, 401, s + 1001, c + 101, PA, 1000, (1301, 184));
+        let third = feed_ts(&mut st, 1, 402, s + 2001, c + 101, PA, 1000, (1302, 184));
+        assert_eq!((cause(&first), cause(&second), cause(&third)), (Some("rto"), Some("rto"), Some("rto")));
+        let ack = feed_ts(&mut st, 0, 440, c + 101, s + 4001, A, 0, (240, 1300));
+        (st, ack)
+    };
+    let (st, ack) = run(false);
+    assert_eq!(ack.proved_spurious[1].map(|p| p.0), Some(s + 1001));
+    assert_eq!(ack.also_proved_spurious, vec![(1, s + 2001)], "one ACK proves both duplicates");
+    assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (1, 2));
+    let (st, ack) = run(true);
+    assert_eq!(ack.proved_spurious, [None, None]);
+    assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (3, 0));
 }
