@@ -135,15 +135,15 @@ fn packets_of(records: &[(u64, Vec<u8>)]) -> arrow_array::RecordBatch {
     arrow_select::take::take_record_batch(&packets, &order).expect("rows in frame order")
 }
 
-/// (frame, retx_cause) of the packets that have a cause.
+/// (frame, retx_cause) of the packets that have a cause (the packets view's `retx_cause`: the
+/// cause named by the `tags` mask).
 fn retx_causes(packets: &arrow_array::RecordBatch) -> Vec<(u64, String)> {
-    let cause = packets.column_by_name("retx_cause").expect("retx_cause");
-    let cause = cause.as_any().downcast_ref::<arrow_array::StringArray>().expect("utf8");
+    let tags = packets.column_by_name("tags").expect("tags");
+    let tags = tags.as_any().downcast_ref::<arrow_array::UInt32Array>().expect("u32 tags");
     let frame = packets.column_by_name("frame").expect("frame");
     let frame = frame.as_any().downcast_ref::<arrow_array::UInt64Array>().expect("u64 frames");
     (0..packets.num_rows())
-        .filter(|&i| cause.is_valid(i))
-        .map(|i| (frame.value(i), cause.value(i).to_string()))
+        .filter_map(|i| tailscope_signatures::tags::cause_name(tags.value(i)).map(|c| (frame.value(i), c.to_string())))
         .collect()
 }
 
