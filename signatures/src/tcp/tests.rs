@@ -648,6 +648,17 @@ fn feed_scaled(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, flags
     });
 }
 
+/// A response of 4,000 bytes that fills the client's 4,000-byte window at 100 ms (client ISN
+/// `c`, server ISN `s`); the ACK that opens it has not come yet.
+fn window_filled_at_100ms(c: u32, s: u32) -> TcpState {
+    let mut st = handshake_and_request(c, s);
+    feed_scaled(&mut st, 1, 50, s + 1, c + 101, PA, 1000, 65535);
+    feed_scaled(&mut st, 0, 60, c + 101, s + 1, A, 0, 4000);
+    feed_scaled(&mut st, 1, 100, s + 1001, c + 101, PA, 2000, 65535);
+    feed_scaled(&mut st, 1, 100, s + 3001, c + 101, PA, 1000, 65535);
+    st
+}
+
 /// A response that fills the client's 4,000-byte window and ends; the client acknowledges it
 /// all with its window open again, then thinks for 10 s. The window held the server neither
 /// through the think time (the kernel's receiver-limited time stops when the window opens) nor
@@ -656,11 +667,7 @@ fn feed_scaled(st: &mut TcpState, dir: usize, ms: i64, seq: u32, ack: u32, flags
 #[test]
 fn a_window_full_at_the_end_of_a_response_held_nothing() {
     let (c, s) = (1_000u32, 5_000u32);
-    let mut st = handshake_and_request(c, s);
-    feed_scaled(&mut st, 1, 50, s + 1, c + 101, PA, 1000, 65535);
-    feed_scaled(&mut st, 0, 60, c + 101, s + 1, A, 0, 4000);
-    feed_scaled(&mut st, 1, 100, s + 1001, c + 101, PA, 2000, 65535);
-    feed_scaled(&mut st, 1, 100, s + 3001, c + 101, PA, 1000, 65535); // fills the window
+    let mut st = window_filled_at_100ms(c, s);
     assert!(st.path.rwnd_limited());
     feed_scaled(&mut st, 0, 140, c + 101, s + 4001, A, 0, 4000);
     assert!(!st.path.rwnd_limited(), "the ACK opened the window");
@@ -675,11 +682,7 @@ fn a_window_full_at_the_end_of_a_response_held_nothing() {
 #[test]
 fn a_window_full_mid_response_holds_the_server_until_the_ack_that_opens_it() {
     let (c, s) = (1_000u32, 5_000u32);
-    let mut st = handshake_and_request(c, s);
-    feed_scaled(&mut st, 1, 50, s + 1, c + 101, PA, 1000, 65535);
-    feed_scaled(&mut st, 0, 60, c + 101, s + 1, A, 0, 4000);
-    feed_scaled(&mut st, 1, 100, s + 1001, c + 101, PA, 2000, 65535);
-    feed_scaled(&mut st, 1, 100, s + 3001, c + 101, PA, 1000, 65535); // fills the window
+    let mut st = window_filled_at_100ms(c, s);
     feed_scaled(&mut st, 0, 140, c + 101, s + 4001, A, 0, 4000);
     assert_eq!(st.path.rwnd_limited_ns, 0, "not known yet: did the server have more to send?");
     feed_scaled(&mut st, 1, 140, s + 4001, c + 101, PA, 1000, 65535); // it had
