@@ -81,7 +81,7 @@ impl TcpState {
             rev.rtt.add(r);
             out.rtt_ns = Some(r);
             if s.dir == 0 {
-                self.path.rtt(r, bif);
+                self.path.rtt(now - r, r, bif);
             }
         }
         if s.dir == 0 && ack == rev.high && rev.high != 0 {
