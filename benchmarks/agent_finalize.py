@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The edge agent's own CPU per million packets and its spool bytes per packet (docs/scale.md).
 
-The agent's work per captured file, after tcpdump wrote it, is `capture.finalize.finalize`: read
-every record, de-duplicate the hand-over overlap, count, sha256 and compress into spool/ready/.
+The agent's work per captured file, after tcpdump wrote it, is `capture.finalize.finalize`: one
+native call (`_native.finish_capture`, parsers/src/finish.rs) reads every record, de-duplicates the
+hand-over overlap, counts, hashes (sha256) and compresses into spool/tmp/, then Python commits it
+into spool/ready/ with its manifest. It needs the built extension (run it with .venv/bin/python).
 This script puts make_trace.py's mix trace into a fresh spool as a raw capture (as tcpdump would
 leave it, with a meta file and tcpdump's statistics), times finalize() for each compression
 (user+sys CPU of this process, by resource.getrusage), and reports CPU per million packets and the
@@ -11,8 +13,8 @@ finished file's bytes per packet, which is what the spool and the landing zone h
 It does not measure tcpdump itself (capturing from an interface needs traffic and privileges);
 `tcpdump -r TRACE -w FILE` is timed instead as a stand-in for its user-space write path.
 
-    python benchmarks/agent_finalize.py                    # 1M packets
-    python benchmarks/agent_finalize.py --packets 200000
+    .venv/bin/python benchmarks/agent_finalize.py                    # 1M packets
+    .venv/bin/python benchmarks/agent_finalize.py --packets 200000
 """
 from __future__ import annotations
 
@@ -79,12 +81,7 @@ def main(argv=None) -> int:
                         "--out", str(pcap), "-q"], check=True)
     n = json.loads(Path(str(pcap) + ".json").read_text())["packets"]
     per_m = 1e6 / n
-    kinds = ["gzip"]
-    try:
-        import zstandard  # noqa: F401
-        kinds.append("zstd")
-    except ImportError:
-        print("zstandard not installed: zstd row skipped", file=sys.stderr)
+    kinds = ["gzip", "zstd"]
     with tempfile.TemporaryDirectory(dir=ROOT / "benchmarks" / "out") as d:
         tmp = Path(d)
         rows = [one(pcap, n, k, tmp) for k in kinds]

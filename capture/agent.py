@@ -21,11 +21,10 @@ from typing import Any
 from . import manifest as mf
 from .capture import Capturer, recover_captures
 from .config import AgentConfig
-from .finalize import finalize
+from .finalize import PcapError, finalize
 from .fsutil import DirLock, Journal, atomic_move
 from .logs import get_logger, log_event
 from .metrics import MetricsServer, render, write_textfiles
-from .pcapfile import PcapError
 from .shipper import Shipper
 from .spool import Spool, spool_paths
 from .state import AgentState

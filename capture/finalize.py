@@ -3,111 +3,45 @@
 Runs once per rotated file, and again on restart for any raw file a crash left behind: every step
 is redoable, and the manifest rename is the single commit point (see spool.py).
 
-While copying records into the compressor it also
+The copy itself is one native call per file (`_native.finish_capture`, parsers/src/finish.rs):
+it compresses the records into spool/tmp/ and on the way
 - counts packets and bytes, finds the first/last timestamps (for the manifest);
 - removes the packets the hand-over overlap put in both this and the previous file (capture.py:
-  the next tcpdump starts before the previous one stops so no packet falls in between;
-  HandoverDedupe says how a packet is recognised);
-- saves this file's last packets for the next file to de-duplicate against.
+  the next tcpdump starts before the previous one stops so no packet falls in between; finish.rs's
+  HandoverDedupe says how a packet is recognised), against the keys the previous file saved;
+- returns this file's last packets' keys, saved here for the next file to de-duplicate against;
+- hashes the pcap kept and the compressed file, and cuts a torn last record.
+This module plans and commits: which keys, the dedupe file, the atomic moves, the manifest.
 """
 from __future__ import annotations
 
-import gzip
-import hashlib
 import logging
-import os
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
+
+from tailscope import _native
 
 from . import manifest as mf
 from .fsutil import atomic_move, atomic_write_json, fsync_dir, read_json, unlink_quiet
 from .logs import get_logger, log_event
-from .pcapfile import PcapError, PcapReader
 from .spool import Spool
 from .tcpdump import parse_stats
 
 log = get_logger("finalize")
+
+# A raw capture that is not a classic pcap, or holds a record no tcpdump writes: retrying cannot
+# help (agent.py moves it to spool/corrupt/). The message names the file.
+PcapError = _native.CaptureFileError
 
 # Packets timestamped up to this long before the next tcpdump was spawned may still have reached it
 # (timestamped at receive, delivered to sockets a little later); only this tail is kept for dedupe.
 DEDUPE_MARGIN_NS = 500_000_000
 
 
-class _HashingWriter:
-    """File wrapper that hashes and counts what the compressor writes (the landed file's sha256)."""
-
-    def __init__(self, f: BinaryIO):
-        self.f = f
-        self.sha = hashlib.sha256()
-        self.size = 0
-
-    def write(self, b) -> int:
-        self.sha.update(b)
-        self.size += len(b)
-        return self.f.write(b)
-
-    def flush(self) -> None:
-        self.f.flush()
-
-    def writable(self) -> bool:  # zstandard and gzip probe for these
-        return True
-
-    @property
-    def closed(self) -> bool:
-        return False
-
-
-def _open_compressor(kind: str, level: int | None, sink: _HashingWriter):
-    if kind == "gzip":
-        # mtime=0 and no file name: the same pcap always compresses to the same bytes, so a redone
-        # finalization after a crash has the same sha256 as the first attempt.
-        return gzip.GzipFile(filename="", mode="wb", compresslevel=6 if level is None else level,
-                             fileobj=sink, mtime=0)
-    import zstandard
-
-    return zstandard.ZstdCompressor(level=3 if level is None else level).stream_writer(sink, closefd=False)
-
-
-class HandoverDedupe:
-    """Packets of the previous file's tail, to recognise the same packets at the head of this one.
-
-    A packet captured by two sockets has the same bytes in both captures. Received packets also
-    share the kernel timestamp exactly; transmitted ones are timestamped per socket on some kernels,
-    microseconds apart (seen on Linux 6.x). So a match is: same lengths and content hash, and a
-    timestamp within TOLERANCE_NS, closest first. A genuine resend of identical bytes within a
-    millisecond is not possible for TCP (IP ID or TSval change; the minimum RTO is 200 ms).
-    """
-
-    TOLERANCE_NS = 1_000_000
-
-    def __init__(self, keys: list[list] | None = None):
-        self.by_content: dict[tuple, list[int]] = {}
-        self.max_ts = -1
-        for ts, caplen, wirelen, digest in keys or []:
-            self.by_content.setdefault((caplen, wirelen, digest), []).append(ts)
-            self.max_ts = max(self.max_ts, ts)
-
-    def __bool__(self) -> bool:
-        return bool(self.by_content)
-
-    def take(self, rec) -> bool:
-        """True (and forget the match) if rec was in the previous file."""
-        if rec.ts_ns > self.max_ts + self.TOLERANCE_NS:
-            return False
-        ts, caplen, wirelen, digest = rec.key()
-        cands = self.by_content.get((caplen, wirelen, digest))
-        if not cands:
-            return False
-        best = min(range(len(cands)), key=lambda i: abs(cands[i] - ts))
-        if abs(cands[best] - ts) > self.TOLERANCE_NS:
-            return False
-        cands.pop(best)
-        return True
-
-    @classmethod
-    def load(cls, path: Path) -> "HandoverDedupe":
-        data = read_json(path, default=None)
-        return cls(data["keys"] if data else None)
+def load_dedupe_keys(path: Path) -> list[list] | None:
+    """The previous file's tail keys, `[ts_ns, caplen, wirelen, digest]` each (None: no file)."""
+    data = read_json(path, default=None)
+    return data["keys"] if data else None
 
 
 def finalize(spool: Spool, stem: str, *, compression: str, level: int | None, agent_version: str) -> dict | None:
@@ -145,59 +79,23 @@ def finalize(spool: Spool, stem: str, *, compression: str, level: int | None, ag
 
     data_name = stem + mf.DATA_SUFFIX[compression]
     tmp_path = spool.tmp_dir / data_name
-    dup = HandoverDedupe.load(dedupe_in)
     successor = meta.get("successor")
     tail_from = (meta["successor_spawned_ns"] - DEDUPE_MARGIN_NS) if successor else None
-    tail: list[tuple] = []
-    pcap_sha = hashlib.sha256()
-    n = bytes_cap = bytes_wire = removed = pcap_size = 0
-    first_ns = last_ns = None
-
-    with open(raw_path, "rb") as raw, open(tmp_path, "wb") as out:
-        sink = _HashingWriter(out)
-        comp = _open_compressor(compression, level, sink)
-        try:
-            reader = PcapReader(raw)
-        except PcapError as exc:
-            comp.close()
-            raise PcapError(f"{raw_path}: {exc}") from None
-        hdr = reader.header
-        comp.write(hdr.raw)
-        pcap_sha.update(hdr.raw)
-        pcap_size += len(hdr.raw)
-        for rec in reader:
-            if dup and dup.take(rec):
-                removed += 1
-                continue
-            if tail_from is not None and rec.ts_ns >= tail_from:
-                tail.append(rec.key())
-            comp.write(rec.header)
-            comp.write(rec.data)
-            pcap_sha.update(rec.header)
-            pcap_sha.update(rec.data)
-            pcap_size += len(rec.header) + len(rec.data)
-            n += 1
-            bytes_cap += rec.caplen
-            bytes_wire += rec.wirelen
-            first_ns = rec.ts_ns if first_ns is None else min(first_ns, rec.ts_ns)
-            last_ns = rec.ts_ns if last_ns is None else max(last_ns, rec.ts_ns)
-        comp.close()
-        out.flush()
-        os.fsync(out.fileno())
-    if reader.truncated_tail:
-        log_event(log, logging.WARNING, "raw_capture_truncated", stem=stem, torn_bytes=reader.truncated_tail)
+    r = _native.finish_capture(str(raw_path), str(tmp_path), compression, level,
+                               load_dedupe_keys(dedupe_in), tail_from)
+    if r["truncated_tail"]:
+        log_event(log, logging.WARNING, "raw_capture_truncated", stem=stem, torn_bytes=r["truncated_tail"])
 
     if successor:
         # before the commit point: if we die after it, the next file can still be de-duplicated
-        atomic_write_json(spool.dedupe_dir / f"{successor}.json", {"from": stem, "keys": tail})
+        atomic_write_json(spool.dedupe_dir / f"{successor}.json", {"from": stem, "keys": r["tail"]})
 
     atomic_move(tmp_path, spool.ready_dir / data_name)
     m = mf.build_manifest(
         meta=meta, stats=stats, data_name=data_name, compression=compression, agent_version=agent_version,
-        pcap={"linktype": hdr.linktype, "snaplen": hdr.snaplen, "packets": n, "bytes_captured": bytes_cap,
-              "bytes_on_wire": bytes_wire, "first_ns": first_ns, "last_ns": last_ns,
-              "duplicates_removed": removed, "size_bytes": sink.size, "sha256": sink.sha.hexdigest(),
-              "pcap_size_bytes": pcap_size, "pcap_sha256": pcap_sha.hexdigest()})
+        pcap={k: r[k] for k in ("linktype", "snaplen", "packets", "bytes_captured", "bytes_on_wire", "first_ns",
+                                "last_ns", "duplicates_removed", "size_bytes", "sha256", "pcap_size_bytes",
+                                "pcap_sha256")})
     atomic_write_json(manifest_path, m)  # commit point
     _record(spool, stem, m)
     cleanup()

@@ -8,7 +8,7 @@
 # System packages (Debian/Ubuntu):
 #   tcpdump   - the libpcap front end the agent drives (capture, BPF, kernel drop stats)
 #   iproute2  - `ip netns` / veth for the lab tests that generate real traffic
-#   zstd      - optional CLI to inspect .pcap.zst files by hand (the agent uses python zstandard)
+#   zstd      - optional CLI to inspect .pcap.zst files by hand (the agent compresses with the native core's zstd)
 # Test-only:
 #   s3s-fs    - a real S3-compatible server on a directory (crates.io), started by the tests
 set -euo pipefail

@@ -6,12 +6,14 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import struct
 import time
 from pathlib import Path
 
 import pytest
+from agent_support.pcapread import PcapReader, count_packets
 from tailscope.capture import manifest as mf
 from tailscope.capture.config import (
     AgentConfig,
@@ -23,11 +25,10 @@ from tailscope.capture.config import (
     to_toml,
     validate,
 )
-from tailscope.capture.finalize import HandoverDedupe, finalize
+from tailscope.capture.finalize import PcapError, finalize
 from tailscope.capture.fsutil import DirLock, Journal, atomic_write_json, read_json
 from tailscope.capture.landing import FsspecTarget, LocalTarget, Throttle
 from tailscope.capture.metrics import METRICS, render
-from tailscope.capture.pcapfile import PcapError, PcapReader, count_packets
 from tailscope.capture.shipper import Backoff, Shipper
 from tailscope.capture.spool import Spool
 from tailscope.capture.state import AgentState
@@ -215,20 +216,32 @@ def test_manifest_fields_documented():
         assert f"`{key}`" in readme, f"{key} missing from capture/README.md"
 
 
-# ---- pcap reading -----------------------------------------------------------------------------------------
-def test_pcap_reader_formats_and_torn_tail():
+# ---- pcap reading ----------------------------------------------------------------------------------------
+def test_finalize_formats_torn_tail_and_bad_header(tmp_path):
+    """finalize copies us/ns and either byte order as they are, cuts a torn tail and counts it,
+    and refuses a file that is not a pcap naming it (agent.py then moves it to spool/corrupt/)."""
     recs = [(T0 + i * 1000, pkt(i), 1500) for i in range(5)]
-    for nanos, endian in ((True, "<"), (False, ">")):
-        r = PcapReader(io.BytesIO(pcap_bytes(recs, nanos=nanos, endian=endian)))
-        got = list(r)
-        assert [g.data for g in got] == [x[1] for x in recs]
-        assert [g.wirelen for g in got] == [1500] * 5
-        assert got[1].ts_ns == (T0 + 1000 if nanos else T0 + 1000)  # 1 us steps survive us precision
-    torn = pcap_bytes(recs)[:-7]
-    r = PcapReader(io.BytesIO(torn))
-    assert len(list(r)) == 4 and r.truncated_tail == 16 + 60 - 7
-    with pytest.raises(PcapError):
-        PcapReader(io.BytesIO(b"not a pcap file at all......"))
+    for i, (nanos, endian) in enumerate(((True, "<"), (False, ">"))):
+        sp = make_spool(tmp_path / f"s{i}")
+        stem = put_raw(sp, 0, [])
+        raw = pcap_bytes(recs, nanos=nanos, endian=endian)
+        (sp.capture_dir / f"{stem}.pcap").write_bytes(raw[:-7])
+        m = fin(sp, stem)
+        kept = gzip.decompress((sp.ready_dir / m["file"]).read_bytes())
+        assert kept == raw[:-(16 + 60)]  # the four whole records, byte for byte
+        assert m["packets"] == 4 and m["bytes_on_wire"] == 4 * 1500 and m["bytes_captured"] == 4 * 60
+        assert m["first_packet_time"] == mf.ns_to_iso(T0) and m["last_packet_time"] == mf.ns_to_iso(T0 + 3000)
+        assert m["pcap_size_bytes"] == len(kept) and m["pcap_sha256"] == hashlib.sha256(kept).hexdigest()
+        got = list(PcapReader(io.BytesIO(kept)))  # the test's own reader agrees
+        assert [g.data for g in got] == [x[1] for x in recs[:4]]
+    sp = make_spool(tmp_path / "bad")
+    stem = put_raw(sp, 0, [])
+    bad = sp.capture_dir / f"{stem}.pcap"
+    bad.write_bytes(b"not a pcap file at all......")
+    with pytest.raises(PcapError, match=re.escape(f"{bad}: not a classic pcap file")):
+        fin(sp, stem)
+    torn = PcapReader(io.BytesIO(pcap_bytes(recs)[:-7]))  # and the test reader sees the torn tail too
+    assert len(list(torn)) == 4 and torn.truncated_tail == 16 + 60 - 7
 
 
 # ---- finalize and the hand-over de-duplication --------------------------------------------------------------
@@ -247,7 +260,9 @@ def test_finalize_counts_stats_and_dedupes_handover(tmp_path):
     atomic_write_json(sp.capture_dir / f"{stem_a}.meta.json", meta_a)
 
     ma = fin(sp, stem_a)
-    assert (sp.dedupe_dir / f"{stem_b}.json").exists()
+    saved = read_json(sp.dedupe_dir / f"{stem_b}.json")  # from succ_ns - 0.5 s on, in the old agent's format
+    assert saved["from"] == stem_a and len(saved["keys"]) == 25
+    assert saved["keys"][0] == [T0 + 95 * 10**8, 60, 100, hashlib.blake2b(pkt(95), digest_size=8).hexdigest()]
     mb = fin(sp, stem_b)
     assert ma["packets"] == 120 and ma["kernel_drops"] == 3 and ma["packets_received_by_filter"] == 123
     assert ma["capture_stats_complete"] and ma["interface_drops"] == 0
@@ -269,19 +284,19 @@ def test_finalize_counts_stats_and_dedupes_handover(tmp_path):
     assert sp.state.last_file["edge1.lb.eth0"] == mb["file"]
 
 
-def test_handover_dedupe_rules():
-    from tailscope.capture.pcapfile import Record
-
-    def rec(ts, data):
-        return Record(ts, len(data), len(data), b"", data)
-
-    keys = [list(rec(T0, b"a").key()), list(rec(T0 + 10, b"a").key()), list(rec(T0 + 20, b"b").key())]
-    d = HandoverDedupe(keys)
-    assert d.take(rec(T0 + 10, b"a"))          # exact
-    assert d.take(rec(T0 + 999_000, b"a"))     # within 1 ms: the other copy
-    assert not d.take(rec(T0 + 10, b"a"))      # both copies used up
-    assert not d.take(rec(T0 + 20 + 2_000_000, b"b"))  # too far apart: a different packet
-    assert d.take(rec(T0 + 21, b"b"))
+def test_dedupe_file_of_the_python_agent_still_dedupes(tmp_path):
+    """Keys as the Python agent wrote them (hashlib's blake2b-8 hex digest, lists in JSON) match the
+    native digests: a file left by the old agent still de-duplicates its successor. The rule itself
+    (closest first, each key once, 1 ms) is tested in parsers/src/finish.rs."""
+    sp = make_spool(tmp_path / "spool")
+    recs = [(T0 + i * 10**6 * 5, pkt(i), 100) for i in range(10)]
+    stem = put_raw(sp, 1, recs, start_ns=T0)
+    old_keys = [[ts + 2000, len(d), w, hashlib.blake2b(d, digest_size=8).hexdigest()] for ts, d, w in recs[:4]]
+    old_keys.append([T0, 60, 99, old_keys[0][3]])  # same bytes, other wire length: not the same packet
+    atomic_write_json(sp.dedupe_dir / f"{stem}.json", {"from": "older", "keys": old_keys})
+    m = fin(sp, stem)
+    assert m["overlap_duplicates_removed"] == 4 and m["packets"] == 6
+    assert m["first_packet_time"] == mf.ns_to_iso(recs[4][0])
 
 
 def test_finalize_is_deterministic_and_zstd(tmp_path):

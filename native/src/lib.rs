@@ -24,6 +24,7 @@ use tailscope_signatures::session::replay::FrameSplitter;
 use tailscope_signatures::session::{Drained, FileCursor, FileStats, PacketsKept, Session, SessionConfig};
 use tailscope_signatures::tables;
 
+mod finish;
 mod pseudonym;
 mod replay;
 mod store;
@@ -624,6 +625,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(store::files_batch_py, m)?)?;
     m.add_function(wrap_pyfunction!(replay::frame_schema_py, m)?)?;
     m.add_function(wrap_pyfunction!(probe, m)?)?;
+    m.add_function(wrap_pyfunction!(finish::finish_capture, m)?)?;
     m.add_function(wrap_pyfunction!(defaults_py, m)?)?;
     m.add_function(wrap_pyfunction!(community_id, m)?)?;
     m.add_function(wrap_pyfunction!(packet_schema, m)?)?;

@@ -3,11 +3,13 @@
 //! Data flows one way: [`source`] opens a (possibly compressed) file, [`capture`] walks the
 //! pcap/pcapng records and yields frames with their timestamps, [`decode`] turns one frame into a
 //! [`Packet`] (or a counted [`SkipReason`]). Link layers and tunnels are small hand-written views
-//! in [`link`] and [`tunnel`]; IP, TCP and UDP headers come from `etherparse`.
+//! in [`link`] and [`tunnel`]; IP, TCP and UDP headers come from `etherparse`. [`finish`] is the
+//! edge agent's copy of a closed raw capture into its compressed spool file.
 
 pub mod bpf;
 pub mod capture;
 pub mod decode;
+pub mod finish;
 pub mod link;
 pub mod quic;
 pub mod select;

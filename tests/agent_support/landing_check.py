@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from tailscope.capture.pcapfile import PcapReader
+from .pcapread import PcapReader
 
 TSQ = re.compile(rb"TSQ:([A-Za-z0-9_-]+):(\d+):")
 

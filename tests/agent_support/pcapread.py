@@ -1,8 +1,8 @@
-"""Minimal streaming reader for classic libpcap files (what tcpdump -w writes).
+"""Minimal streaming reader for classic libpcap files (what tcpdump -w writes), for the tests.
 
-The agent reads every file it finalizes, to count packets for the manifest, find the first/last
-timestamps, remove the packets duplicated by the capture hand-over (see capture.py) and cut a torn
-last record if tcpdump itself was killed hard. Only the 16-byte record headers are decoded.
+The agent's own copy of each file is native (parsers/src/finish.rs); the tests read what it wrote
+back with this second, independent reader (records, torn tail) so that a bug shared by the writer
+and the checker cannot hide. Only the 16-byte record headers are decoded.
 """
 from __future__ import annotations
 
