@@ -130,6 +130,13 @@ impl Pathology {
         }
     }
 
+    /// A resend of transmission `idx` proved spurious: it was not lost after all.
+    pub fn not_lost(&mut self, idx: u32) {
+        if let Some(t) = self.tx.get_mut(idx as usize) {
+            t.lost = false;
+        }
+    }
+
     /// An RTT sample timing a segment sent at `sent_ns`.
     pub fn rtt(&mut self, sent_ns: i64, rtt_ns: i64, bif: u32) {
         let stride = u64::from(self.pair_stride.max(1));

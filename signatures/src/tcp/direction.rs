@@ -110,10 +110,9 @@ pub struct DirSeq {
     /// The resends of this direction's bare FIN, until an ACK covers it: (seq, TSval, tags,
     /// delay) each, for the Eifel check (RFC 3522) of that ACK's echo.
     pub(super) fin_resends: Vec<(u32, u32, u32, i64)>,
-    /// On a flow without SACK, this direction's data resends until an ACK covers them: (seq,
-    /// end, TSval, tags, delay) each, for the Eifel check (RFC 3522) of that ACK's echo
-    /// (`ack::eifel_data`).
-    pub(super) data_resends: Vec<(u32, u32, u32, u32, i64)>,
+    /// On a flow without SACK, this direction's data resends until an ACK covers them, for the
+    /// Eifel check (RFC 3522) of that ACK's echo (`ack::eifel_data`).
+    pub(super) data_resends: Vec<DataResend>,
     /// RACK (RFC 8985 §6.1): the latest send time of this direction's segments the receiver is
     /// known to have got (SACKed or acknowledged); 0 before any.
     pub(super) delivered_sent_ts: i64,
@@ -210,4 +209,17 @@ pub(super) fn sender_and_peer(dirs: &mut [DirSeq; 2], dir: usize) -> (&mut DirSe
     } else {
         (&mut b[0], &mut a[0])
     }
+}
+
+/// A data resend on a flow without SACK, waiting for the ACK that covers it (`ack::eifel_data`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct DataResend {
+    pub seq: u32,
+    pub end: u32,
+    pub tsval: u32,
+    pub tags: u32,
+    pub delay: i64,
+    /// The original transmission this resend marked lost in the policing log
+    /// (`Pathology::lost`), to take back if the resend proves spurious.
+    pub lost_tx: Option<u32>,
 }

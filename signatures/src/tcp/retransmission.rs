@@ -6,7 +6,7 @@
 use tailscope_parsers::decode::{TCP_FIN, TCP_RST, TCP_SYN};
 
 use super::cause::{classify, network_copy, timer_fired};
-use super::direction::{sender_and_peer, DirSeq, RecoveryKind, MAX_HOLES};
+use super::direction::{sender_and_peer, DataResend, DirSeq, RecoveryKind, MAX_HOLES};
 use super::handshake::Vantage;
 use super::wireshark::OOO_DEFAULT_NS;
 use super::{Segment, TcpFlowStats, TcpState};
@@ -241,12 +241,16 @@ impl TcpState {
                 // the response's last segment). Not a loss-state resend promptly after an ACK
                 // (go-back-N): an earlier hole's repair sent after this segment was delivered,
                 // which reveals its loss as RACK does, no timer needed (pool 1-96: 3 such
-                // resends in draw0014_bottleneck and draw0090_bursty_loss).
+                // resends in draw0014_bottleneck and draw0090_bursty_loss). Without SACK,
+                // duplicate ACKs of this segment say, as above, that later data arrived (NewReno
+                // recovery stalled at a partial ACK; pool seed 117, SACK off behind a policer:
+                // 23 timer resends after 2-4 duplicate ACKs tagged tail loss).
                 Some(_) => {
                     timer_fired(fwd, rev, now).0
                         && original.is_some_and(|u| !u.retransmitted)
                         && SeqNumber(rev.lastack).at_or_before(seq)
                         && rev.sack_high.is_none_or(|h| SeqNumber(h).at_or_before(seq))
+                        && !(rev.lastack == seq && rev.dupacknum > 0)
                 }
             };
             if nothing_above {
@@ -268,6 +272,13 @@ impl TcpState {
             }
             fwd.recent_retx.push_back((seq, seq.wrapping_add(span), *ta, now - first_ts, now));
         }
+        // The latest transmission of these bytes is the one that was lost (the policing fit's
+        // log holds originals only).
+        let lost_tx = if s.dir == 1 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
+            fwd.segments.latest_covering(seq).and_then(|u| u.tx_idx)
+        } else {
+            None
+        };
         // Without SACK no D-SACK will come for data either: the echo in the ACK that first covers
         // the resend tells (`ack::eifel_data`).
         if self.no_sack && seglen > 0 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
@@ -275,7 +286,8 @@ impl TcpState {
                 if fwd.data_resends.len() >= MAX_HOLES {
                     fwd.data_resends.remove(0);
                 }
-                fwd.data_resends.push((seq, seq.wrapping_add(seglen), tsval, *ta, now - first_ts));
+                let end = seq.wrapping_add(seglen);
+                fwd.data_resends.push(DataResend { seq, end, tsval, tags: *ta, delay: now - first_ts, lost_tx });
             }
         }
         // One that has closed sends none; the echo in the ACK that covers the FIN then tells
@@ -297,12 +309,8 @@ impl TcpState {
                 h.2 = true;
             }
         }
-        if s.dir == 1 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
-            // The latest transmission of these bytes is the one that was lost.
-            let latest = fwd.segments.latest_covering(seq);
-            if let Some(idx) = latest.and_then(|u| u.tx_idx) {
-                self.path.lost(idx);
-            }
+        if let Some(idx) = lost_tx {
+            self.path.lost(idx);
         }
         fwd.segments.mark_retransmitted(seq, seglen);
         now - first_ts

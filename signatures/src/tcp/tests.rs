@@ -750,6 +750,36 @@ fn a_timer_resend_after_duplicate_acks_is_no_tail_loss() {
     assert_eq!((cause(&rto), rto.tags & TAIL_LOSS), (Some("rto"), 0));
 }
 
+/// The same inside a recovery (NewReno without SACK, pool seed 117): segments 1 and 2 of seven
+/// are lost, three duplicate ACKs bring the fast retransmit of 1, its ACK is partial (up to 2),
+/// new data goes out and draws two duplicate ACKs of 2; the timer then resends 2. Later data
+/// arrived: no tail loss. With no duplicate ACK of 2 it is one (nothing above it was seen).
+#[test]
+fn a_timer_resend_in_recovery_after_duplicate_acks_is_no_tail_loss() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |dupacks: i64| {
+        let mut st = handshake_and_request(c, s);
+        for i in 0..7u32 {
+            feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+        }
+        for i in 0..3 {
+            feed(&mut st, 0, 90 + i, c + 101, s + 1, A, 0, 65535, None);
+        }
+        let fast = feed(&mut st, 1, 93, s + 1, c + 101, PA, 1000, 65535, None);
+        assert_eq!(cause(&fast), Some("fast_retransmit"));
+        feed(&mut st, 0, 133, c + 101, s + 1001, A, 0, 65535, None);
+        feed(&mut st, 1, 134, s + 7001, c + 101, PA, 1000, 65535, None);
+        for i in 0..dupacks {
+            feed(&mut st, 0, 174 + i, c + 101, s + 1001, A, 0, 65535, None);
+        }
+        feed(&mut st, 1, 700, s + 1001, c + 101, PA, 1000, 65535, None)
+    };
+    let rto = run(2);
+    assert_eq!((cause(&rto), rto.tags & TAIL_LOSS), (Some("rto"), 0));
+    let rto = run(0);
+    assert_eq!((cause(&rto), rto.tags & TAIL_LOSS), (Some("rto"), TAIL_LOSS));
+}
+
 /// A server-side capture, no timestamps, no SACK, RTT 40 ms: segment 1 of five is held on the
 /// way, the client's three duplicate ACKs bring a fast retransmit, whose copy is lost; the
 /// held original arrives and the client's ACK of everything comes 2 ms after the resend left.
@@ -782,8 +812,9 @@ fn an_ack_sooner_than_a_round_trip_after_a_fast_retransmit_makes_it_spurious() {
 /// segments is lost, duplicate ACKs do not count (a new window in each), and the RTO's
 /// go-back-N resends the first three. The first resend fills the hole: the ACK it draws covers
 /// all three and echoes its stamp (1300), older than the others' (1301, 1302), which the client
-/// had already: spurious, both proved by that one ACK. The first resend, echoed with its own stamp, repaired a loss. With
-/// SACK offered in the handshake the echo proves nothing here (the D-SACK is the proof).
+/// had already: spurious, both proved by that one ACK, and neither original a drop for the
+/// policing fit. The first resend, echoed with its own stamp, repaired a loss. With SACK offered
+/// in the handshake the echo proves nothing here (the D-SACK is the proof).
 #[test]
 fn a_go_back_n_resend_without_sack_is_proved_spurious_by_the_echo() {
     let (c, s) = (1_000u32, 5_000u32);
@@ -820,6 +851,9 @@ fn a_go_back_n_resend_without_sack_is_proved_spurious_by_the_echo() {
     assert_eq!(ack.proved_spurious[1].map(|p| p.0), Some(s + 1001));
     assert_eq!(ack.also_proved_spurious, vec![(1, s + 2001)], "one ACK proves both duplicates");
     assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (1, 2));
+    // and the policing fit counts one drop, not three
+    assert_eq!(st.path.tx.iter().filter(|t| t.lost).count(), 1);
+    assert!(st.path.tx[0].lost);
     let (st, ack) = run(true);
     assert_eq!(ack.proved_spurious, [None, None]);
     assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (3, 0));
