@@ -61,6 +61,8 @@ pub struct DirSeq {
     pub(super) lastack_ts: i64,
     pub(super) window: u32,
     pub(super) dupacknum: i32,
+    /// When this direction last sent a duplicate ACK (Wireshark's definition).
+    pub(super) last_dupack_ts: Option<i64>,
     pub(super) lastsegmentflags: u32,
     /// Segments sent and not yet acknowledged, in sequence order.
     pub(super) segments: Scoreboard,
@@ -145,6 +147,7 @@ impl Default for DirSeq {
             lastack_ts: 0,
             window: u32::MAX,
             dupacknum: 0,
+            last_dupack_ts: None,
             lastsegmentflags: 0,
             segments: Scoreboard::default(),
             sack_high: None,

@@ -251,6 +251,7 @@ impl TcpState {
                         && SeqNumber(rev.lastack).at_or_before(seq)
                         && rev.sack_high.is_none_or(|h| SeqNumber(h).at_or_before(seq))
                         && !(rev.lastack == seq && rev.dupacknum > 0)
+                        && !(self.no_sack && dupacked_after_later_data(fwd, rev, seq.wrapping_add(seglen)))
                 }
             };
             if nothing_above {
@@ -315,6 +316,19 @@ impl TcpState {
         fwd.segments.mark_retransmitted(seq, seglen);
         now - first_ts
     }
+}
+
+/// Without SACK: a duplicate ACK came at least a round trip after the first send of the data
+/// just above `end`, so that data (or later) arrived - the hole below it is no burst's end. The
+/// duplicate ACKs of a NewReno recovery sit at the ACK of an earlier hole, below this one, and a
+/// partial ACK then moves the ACK up to it with none of its own (lab pool seed 173, SACK off
+/// behind a policer: duplicate ACKs at 125977-128873 from data sent above 130321, a partial ACK to
+/// 130321, the timer's resend of 130321).
+fn dupacked_after_later_data(fwd: &DirSeq, rev: &DirSeq, end: u32) -> bool {
+    let (Some(dupack), Some(rtt)) = (rev.last_dupack_ts, fwd.rtt.min) else {
+        return false;
+    };
+    fwd.segments.first_covering(end).is_some_and(|u| dupack >= u.first_ts_ns + rtt)
 }
 
 /// The recovery episode a retransmission of this cause opens, continues or turns into.

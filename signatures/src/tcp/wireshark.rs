@@ -63,6 +63,7 @@ impl TcpState {
                 ta |= ZERO_WINDOW_PROBE_ACK;
             } else if seglen == 0 && window != 0 && window == fwd.window && same_seq_ack {
                 fwd.dupacknum = if fwd.dupacknum == -1 { 1 } else { fwd.dupacknum + 1 };
+                fwd.last_dupack_ts = Some(now);
                 ta |= DUPLICATE_ACK;
             }
         }
