@@ -89,6 +89,8 @@ pub struct Pathology {
     pairs: Vec<Sample>,
     /// The clock `Sample::sent_ms` counts from: the first send or sample the flow logged.
     t0_ns: Option<i64>,
+    /// The wire segment's payload a transmission is logged in pieces of (`sent`).
+    piece: Option<u32>,
     pair_stride: u32,
     pair_seen: u64,
     pub rwnd_limited_ns: i64,
@@ -114,26 +116,49 @@ pub struct Verdicts {
 }
 
 impl Pathology {
-    /// An original (not retransmitted) data segment sent by the server; returns its index.
-    pub fn sent(&mut self, ts_ns: i64, len: u32) -> Option<u32> {
+    /// A data segment sent by the server (every transmission spends a policer's tokens); returns
+    /// the index of its first piece. A segment longer than `mss` (a TSO/GSO super-segment: the
+    /// capture sat above the segmentation) is logged as the wire segments it leaves as, `mss`
+    /// bytes each: a policer passes or drops each of those, not the super-segment (lab pool seed
+    /// 181, GSO: 64 kB transmissions, four policed flows unfitted). The flow's first send fixes
+    /// the piece length.
+    pub fn sent(&mut self, ts_ns: i64, len: u32, mss: u32) -> Option<u32> {
         self.t0_ns.get_or_insert(ts_ns);
         if self.tx.len() >= MAX_TX {
             return None;
         }
-        self.tx.push(Tx { ts_ns, len, lost: false });
-        Some((self.tx.len() - 1) as u32)
+        let first = self.tx.len() as u32;
+        let piece = *self.piece.get_or_insert(mss.max(1));
+        let mut left = len;
+        loop {
+            self.tx.push(Tx { ts_ns, len: left.min(piece), lost: false });
+            left = left.saturating_sub(piece);
+            if left == 0 || self.tx.len() >= MAX_TX {
+                break;
+            }
+        }
+        Some(first)
     }
 
-    pub fn lost(&mut self, idx: u32) {
-        if let Some(t) = self.tx.get_mut(idx as usize) {
-            t.lost = true;
+    /// The pieces of transmission `idx` (`sent`) holding its bytes `offset..offset + len`.
+    fn pieces(&self, idx: u32, offset: u32, len: u32) -> std::ops::Range<usize> {
+        let piece = self.piece.unwrap_or(u32::MAX);
+        let from = idx as usize + (offset / piece) as usize;
+        let to = idx as usize + (offset + len.max(1) - 1) as usize / piece as usize + 1;
+        from.min(self.tx.len())..to.min(self.tx.len())
+    }
+
+    /// Bytes `offset..offset + len` of transmission `idx` were lost.
+    pub fn lost(&mut self, idx: u32, offset: u32, len: u32) {
+        for i in self.pieces(idx, offset, len) {
+            self.tx[i].lost = true;
         }
     }
 
-    /// A resend of transmission `idx` proved spurious: it was not lost after all.
-    pub fn not_lost(&mut self, idx: u32) {
-        if let Some(t) = self.tx.get_mut(idx as usize) {
-            t.lost = false;
+    /// A resend of those bytes proved spurious: they were not lost after all.
+    pub fn not_lost(&mut self, idx: u32, offset: u32, len: u32) {
+        for i in self.pieces(idx, offset, len) {
+            self.tx[i].lost = false;
         }
     }
 
@@ -589,9 +614,9 @@ mod tests {
         // 1500-byte packets every 1 ms (12 Mbit/s) through a 4 Mbit/s policer: after a burst,
         // two of every three are dropped.
         for i in 0..600i64 {
-            let idx = p.sent(i * 1_000_000, 1500).unwrap();
+            let idx = p.sent(i * 1_000_000, 1500, 1500).unwrap();
             if i >= 50 && i % 3 != 0 {
-                p.lost(idx);
+                p.lost(idx, 0, 1);
             }
         }
         let v = p.finish(600_000_000, Some(20_000_000), &|_| Some(21_000_000));
@@ -608,9 +633,9 @@ mod tests {
         let mut p = Pathology::default();
         let mut x: u64 = 5;
         for i in 0..600i64 {
-            let idx = p.sent(i * ms, 1500).unwrap();
+            let idx = p.sent(i * ms, 1500, 1500).unwrap();
             if i >= 50 && i % 3 != 0 {
-                p.lost(idx);
+                p.lost(idx, 0, 1);
             } else {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 p.rtt(i * ms, 100 * ms + ((x >> 33) % 30) as i64 * ms, 20 * 1500);
@@ -623,6 +648,39 @@ mod tests {
         };
         let v = p.clone().finish(700 * ms, Some(100 * ms), &rtt_p);
         assert!(v.policed, "{v:?}");
+    }
+
+    /// A capture above TSO/GSO (lab pool seed 181): 10-segment super-segments of 14,480 bytes
+    /// every 10 ms (11.6 Mbit/s) through a 4 Mbit/s policer with a 64 kB bucket, which drops
+    /// wire segments, not super-segments. Logged as wire pieces, the drops fit the bucket.
+    #[test]
+    fn a_policed_gso_sender_is_policing_per_wire_segment() {
+        let ms = 1_000_000i64;
+        let (rate, bucket, wire) = (4e6 / 8.0, 64_000.0, 1448u32);
+        let run = |piece: u32| {
+            let mut p = Pathology::default();
+            let (mut tokens, mut at) = (bucket, 0i64);
+            for i in 0..300i64 {
+                let t = i * 10 * ms;
+                let idx = p.sent(t, 10 * wire, piece).unwrap();
+                for k in 0..10u32 {
+                    let arrival = t + i64::from(k) * 30_000;
+                    tokens = (tokens + rate * (arrival - at) as f64 / 1e9).min(bucket);
+                    at = arrival;
+                    if tokens < f64::from(wire) {
+                        p.lost(idx, k * wire, wire);
+                    } else {
+                        tokens -= f64::from(wire);
+                    }
+                }
+            }
+            p.finish(3_000 * ms, Some(40 * ms), &|_| Some(41 * ms))
+        };
+        let v = run(wire);
+        assert!(v.policed, "{v:?}");
+        let found = v.policing_rate_bps.unwrap();
+        assert!((found / 4e6 - 1.0).abs() < 0.15, "{found}");
+        assert!(!run(u32::MAX).policed, "whole super-segments lost: no bucket fits");
     }
 
     /// A window-based sender pacing `cwnd` packets per RTT that grows by one packet a round and
@@ -647,14 +705,14 @@ mod tests {
             for _ in 0..n {
                 tokens = (tokens + rate_bps / 8.0 * (t_ns - last_ns) as f64 / 1e9).min(bucket);
                 last_ns = t_ns;
-                let idx = p.sent(t_ns, 1448).unwrap();
+                let idx = p.sent(t_ns, 1448, 1500).unwrap();
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 let drop = match random_loss {
                     Some(share) => ((x >> 33) % 10_000) as f64 / 10_000.0 < share,
                     None => tokens < 1448.0,
                 };
                 if drop {
-                    p.lost(idx);
+                    p.lost(idx, 0, 1);
                     lost_round = true;
                     first.get_or_insert(idx as usize);
                     last = idx as usize;
@@ -709,9 +767,9 @@ mod tests {
                 let arrival = (sent + held).max(at);
                 tokens = (tokens + rate * (arrival - at) as f64 / 1e9).min(bucket);
                 at = arrival;
-                let idx = p.sent(sent, len as u32).unwrap();
+                let idx = p.sent(sent, len as u32, 1500).unwrap();
                 if tokens < len {
-                    p.lost(idx);
+                    p.lost(idx, 0, 1);
                     lost += 1;
                 } else {
                     tokens -= len;
@@ -740,9 +798,9 @@ mod tests {
             for k in 0..n {
                 let sent = t + k * base / n;
                 let waiting = (free_at - sent).max(0);
-                let idx = p.sent(sent, len as u32).unwrap();
+                let idx = p.sent(sent, len as u32, 1500).unwrap();
                 if waiting as f64 / 1e9 * rate + len > queue {
-                    p.lost(idx);
+                    p.lost(idx, 0, 1);
                     lost += 1;
                     dropped = true;
                 } else {
@@ -778,10 +836,10 @@ mod tests {
         let mut p = Pathology::default();
         let mut x: u64 = 7;
         for i in 0..600i64 {
-            let idx = p.sent(i * 1_000_000, 1500).unwrap();
+            let idx = p.sent(i * 1_000_000, 1500, 1500).unwrap();
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             if (x >> 33) % 100 < 3 {
-                p.lost(idx);
+                p.lost(idx, 0, 1);
             }
         }
         let v = p.finish(600_000_000, Some(20_000_000), &|_| Some(21_000_000));

@@ -236,8 +236,8 @@ impl TcpState {
             // the original arrived: not a drop for the policing fit (a NewReno go-back-N after a
             // timeout resends what the policer had passed; lab pool seed 117, SACK off behind a
             // policer: 528 resends for 275 drops, no fit)
-            if let Some(idx) = lost_tx {
-                self.path.not_lost(idx);
+            if let Some(l) = lost_tx {
+                self.path.not_lost(l.tx, l.offset, l.len);
             }
             if out.proved_spurious[1 - s.dir].is_none() {
                 out.proved_spurious[1 - s.dir] = Some((seq, tags, 1));

@@ -222,7 +222,15 @@ pub(super) struct DataResend {
     pub tsval: u32,
     pub tags: u32,
     pub delay: i64,
-    /// The original transmission this resend marked lost in the policing log
-    /// (`Pathology::lost`), to take back if the resend proves spurious.
-    pub lost_tx: Option<u32>,
+    /// What this resend marked lost in the policing log (`Pathology::lost`), to take back if
+    /// the resend proves spurious.
+    pub lost_tx: Option<LostBytes>,
+}
+
+/// Bytes of one logged transmission (`Pathology::sent`'s index) a resend says were lost.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LostBytes {
+    pub tx: u32,
+    pub offset: u32,
+    pub len: u32,
 }

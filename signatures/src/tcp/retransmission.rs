@@ -6,7 +6,7 @@
 use tailscope_parsers::decode::{TCP_FIN, TCP_RST, TCP_SYN};
 
 use super::cause::{classify, network_copy, timer_fired};
-use super::direction::{sender_and_peer, DataResend, DirSeq, RecoveryKind, MAX_HOLES};
+use super::direction::{sender_and_peer, DataResend, DirSeq, LostBytes, RecoveryKind, MAX_HOLES};
 use super::handshake::Vantage;
 use super::wireshark::OOO_DEFAULT_NS;
 use super::{Segment, TcpFlowStats, TcpState};
@@ -276,7 +276,11 @@ impl TcpState {
         // The latest transmission of these bytes is the one that was lost (the policing fit's
         // log holds originals only).
         let lost_tx = if s.dir == 1 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
-            fwd.segments.latest_covering(seq).and_then(|u| u.tx_idx)
+            fwd.segments.latest_covering(seq).and_then(|u| {
+                let offset = seq.wrapping_sub(u.seq);
+                let len = seglen.min(u.len.saturating_sub(offset)).max(1);
+                u.tx_idx.map(|idx| LostBytes { tx: idx, offset, len })
+            })
         } else {
             None
         };
@@ -310,8 +314,8 @@ impl TcpState {
                 h.2 = true;
             }
         }
-        if let Some(idx) = lost_tx {
-            self.path.lost(idx);
+        if let Some(l) = lost_tx {
+            self.path.lost(l.tx, l.offset, l.len);
         }
         fwd.segments.mark_retransmitted(seq, seglen);
         now - first_ts

@@ -30,7 +30,11 @@ impl TcpState {
                 self.path.resumed(now, min_rtt);
             }
             // Every transmission, retransmissions included, spends a policer's tokens.
-            tx_idx = self.path.sent(now, seglen);
+            // a super-segment leaves as wire segments of the client's MSS less this segment's
+            // options (`Pathology::sent`)
+            let options = u32::from(s.tcp.header_len).saturating_sub(20);
+            let wire_payload = self.client_syn_mss.map_or(u32::MAX, |m| m.saturating_sub(options).max(1));
+            tx_idx = self.path.sent(now, seglen, wire_payload);
             self.server_mss = self.server_mss.max(seglen).min(self.client_syn_mss.unwrap_or(u32::MAX));
             self.client_window_shift = s.peer_window_shift.or(self.client_window_shift);
             let rwnd = s.peer_window_shift.map(|shift| u64::from(rev.window) << shift);
