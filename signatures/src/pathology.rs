@@ -411,9 +411,7 @@ impl Pathology {
             v.policing_burst_bytes = Some(burst as i64);
         }
     }
-}
 
-impl Pathology {
     /// The segments sent within half an RTT of each loss episode's first drop (an episode:
     /// drops less than an RTT apart) took RTT samples well above the flow's median:
     /// `POLICE_AT_LOSS_EXCESS_NS`.
@@ -443,7 +441,6 @@ impl Pathology {
         }
         around.sort_unstable();
         let excess = percentile(&around, 50.0) - p50;
-
         excess >= POLICE_AT_LOSS_EXCESS_NS && excess as f64 >= POLICE_AT_LOSS_SHARE * p50 as f64
     }
 }
@@ -608,6 +605,13 @@ fn spearman(pairs: &[Sample]) -> Option<f64> {
 mod tests {
     use super::*;
 
+    /// The flow's RTT percentiles (`finish`'s `rtt_p`), from the samples logged so far.
+    fn sample_percentiles(p: &Pathology) -> impl Fn(f64) -> Option<i64> {
+        let mut r: Vec<i64> = p.pairs.iter().map(|s| s.rtt_ns).collect();
+        r.sort_unstable();
+        move |q| Some(percentile(&r, q))
+    }
+
     #[test]
     fn token_bucket_losses_are_policing() {
         let mut p = Pathology::default();
@@ -641,12 +645,8 @@ mod tests {
                 p.rtt(i * ms, 100 * ms + ((x >> 33) % 30) as i64 * ms, 20 * 1500);
             }
         }
-        let rtt_p = |q: f64| {
-            let mut r: Vec<i64> = p.pairs.iter().map(|s| s.rtt_ns).collect();
-            r.sort_unstable();
-            Some(percentile(&r, q))
-        };
-        let v = p.clone().finish(700 * ms, Some(100 * ms), &rtt_p);
+        let rtt_p = sample_percentiles(&p);
+        let v = p.finish(700 * ms, Some(100 * ms), &rtt_p);
         assert!(v.policed, "{v:?}");
     }
 
@@ -812,14 +812,10 @@ mod tests {
             cwnd = if dropped { cwnd * 0.7 } else { cwnd + 1.0 };
         }
         assert!(lost >= POLICE_MIN_LOSSES, "{lost}");
-        let rtt_p = |q: f64| {
-            let mut r: Vec<i64> = p.pairs.iter().map(|s| s.rtt_ns).collect();
-            r.sort_unstable();
-            Some(percentile(&r, q))
-        };
+        let rtt_p = sample_percentiles(&p);
         let (p50, p90) = (rtt_p(50.0).unwrap(), rtt_p(90.0).unwrap());
         assert!(p50 < base * 13 / 10 && p90 < base * 13 / 10, "{p50} {p90}");
-        let v = p.clone().finish(t, Some(base), &rtt_p);
+        let v = p.finish(t, Some(base), &rtt_p);
         assert!(!v.policed, "{lost} drops: {v:?}");
     }
 

@@ -273,8 +273,7 @@ impl TcpState {
             }
             fwd.recent_retx.push_back((seq, seq.wrapping_add(span), *ta, now - first_ts, now));
         }
-        // The latest transmission of these bytes is the one that was lost (the policing fit's
-        // log holds originals only).
+        // The latest transmission of these bytes is the one that was lost.
         let lost_tx = if s.dir == 1 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
             fwd.segments.latest_covering(seq).and_then(|u| {
                 let offset = seq.wrapping_sub(u.seq);

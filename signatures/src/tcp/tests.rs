@@ -709,6 +709,17 @@ fn a_tso_super_segment_is_not_the_mss() {
     assert_eq!(st.server_mss, 1460);
 }
 
+/// `n` 1000-byte segments from the server at 50 ms, then `dupacks` duplicate ACKs of the first
+/// from 90 ms, one a millisecond (no SACK): the first segment was lost.
+fn burst_then_dupacks(st: &mut TcpState, c: u32, s: u32, n: u32, dupacks: i64) {
+    for i in 0..n {
+        feed(st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+    }
+    for i in 0..dupacks {
+        feed(st, 0, 90 + i, c + 101, s + 1, A, 0, 65535, None);
+    }
+}
+
 /// NewReno recovery without SACK: the hole's fast retransmit is lost too, the sender keeps
 /// sending new data as duplicate ACKs come (which does not re-arm Linux's timer while older
 /// data is outstanding), and the timer resends the hole again 400 ms after its first resend:
@@ -717,13 +728,8 @@ fn a_tso_super_segment_is_not_the_mss() {
 fn a_timeout_inside_newreno_recovery_is_an_rto() {
     let (c, s) = (1_000u32, 5_000u32);
     let mut st = handshake_and_request(c, s);
-    for i in 0..5u32 {
-        feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
-    }
     // Segment 0 lost; the four after it arrive: four duplicate ACKs (no SACK).
-    for i in 0..4 {
-        feed(&mut st, 0, 90 + i, c + 101, s + 1, A, 0, 65535, None);
-    }
+    burst_then_dupacks(&mut st, c, s, 5, 4);
     let fast = feed(&mut st, 1, 95, s + 1, c + 101, PA, 1000, 65535, None);
     assert_eq!(cause(&fast), Some("fast_retransmit"));
     for (i, ms) in [150, 250, 350, 450].into_iter().enumerate() {
@@ -740,20 +746,16 @@ fn a_timeout_inside_newreno_recovery_is_an_rto() {
 fn a_timer_resend_after_duplicate_acks_is_no_tail_loss() {
     let (c, s) = (1_000u32, 5_000u32);
     let mut st = handshake_and_request(c, s);
-    for i in 0..7u32 {
-        feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
-    }
-    for i in 0..6 {
-        feed(&mut st, 0, 90 + i, c + 101, s + 1, A, 0, 65535, None);
-    }
+    burst_then_dupacks(&mut st, c, s, 7, 6);
     let rto = feed(&mut st, 1, 600, s + 1, c + 101, PA, 1000, 65535, None);
     assert_eq!((cause(&rto), rto.tags & TAIL_LOSS), (Some("rto"), 0));
 }
 
 /// The same inside a recovery (NewReno without SACK, 40 ms RTT): of seven segments sent at
-/// 50 ms, `lost` ones are lost; three duplicate ACKs bring the fast retransmit of the first, its
-/// ACK is partial, new data goes out and draws `dupacks` duplicate ACKs; the timer then resends
-/// the next hole.
+/// 50 ms, the first and the one at index `second` are lost; three duplicate ACKs bring the fast
+/// retransmit of the first, its ACK is partial (up to `second`), new data goes out unless
+/// `second` was the last, and `dupacks` duplicate ACKs of `second` come; the timer then resends
+/// it.
 /// - Segments 1 and 2 lost, two duplicate ACKs of 2 (pool seed 117): later data arrived.
 /// - The same with no duplicate ACK of 2 (seed 173): the duplicate ACKs of 1 came a round trip
 ///   after segments 3-7 left, so they arrived: a mid-burst loss too.
@@ -763,12 +765,7 @@ fn a_timer_resend_in_recovery_after_later_data_arrived_is_no_tail_loss() {
     let (c, s) = (1_000u32, 5_000u32);
     let run = |second: u32, dupacks: i64| {
         let mut st = handshake_and_request(c, s);
-        for i in 0..7u32 {
-            feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
-        }
-        for i in 0..3 {
-            feed(&mut st, 0, 90 + i, c + 101, s + 1, A, 0, 65535, None);
-        }
+        burst_then_dupacks(&mut st, c, s, 7, 3);
         let fast = feed(&mut st, 1, 93, s + 1, c + 101, PA, 1000, 65535, None);
         assert_eq!(cause(&fast), Some("fast_retransmit"));
         let hole = s + 1 + 1000 * second;
