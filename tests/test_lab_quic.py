@@ -19,6 +19,7 @@ Needs root, the lab's tools and aioquic (test extra). ~40 s on 2 cores.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -131,10 +132,10 @@ def _handshake_seen(r, proto: str, port: int) -> dict:
             "client randoms not in key log": sorted(x[:16] for x in randoms if x not in keylog)}
 
 
-def _decrypted_handshakes(r) -> set:
+def _decrypted_handshakes(r, pcap: Path | None = None) -> set:
     """(proto, client port) of every connection whose EncryptedExtensions tshark could decrypt
     with the run's key log (they are only visible decrypted, in QUIC and in TLS 1.3 over TCP)."""
-    cp = subprocess.run(["tshark", "-r", str(r.pcap), "-o", f"tls.keylog_file:{r.files['keylog']}",
+    cp = subprocess.run(["tshark", "-r", str(pcap or r.pcap), "-o", f"tls.keylog_file:{r.files['keylog']}",
                          "-Y", "tls.handshake.type == 8", "-T", "fields", "-e", "udp.dstport", "-e", "tcp.dstport"],
                         check=False, capture_output=True, text=True, timeout=60)
     out = set()
@@ -147,7 +148,19 @@ def _decrypted_handshakes(r) -> set:
     return out
 
 
-def test_key_log_decrypts_every_completed_handshake(evaluation):
+def _decrypts_alone(r, proto: str, port: int, tmp: Path) -> bool:
+    """Does the connection decrypt in a capture of its own packets? tshark tracks QUIC connections
+    across the whole file, and once (one CI run of many; 29 runs of the scenario since did not
+    repeat it) it threw "Malformed Packet (Exception occurred)" on one connection's server packets
+    and decrypted nothing of it: the key log is the truth checked here, not tshark's state across
+    connections."""
+    alone = tmp / f"{r.pcap.stem}-{proto}{port}.pcap"
+    subprocess.run(["tshark", "-r", str(r.pcap), "-Y", f"{proto}.port == {port}", "-w", str(alone)],
+                   check=False, capture_output=True, timeout=60)
+    return alone.exists() and (proto, port) in _decrypted_handshakes(r, alone)
+
+
+def test_key_log_decrypts_every_completed_handshake(evaluation, tmp_path):
     """The client's SSLKEYLOGFILE is ground truth too: with it a peer (tshark) decrypts exactly the
     handshakes the client log says completed, QUIC and TLS over TCP, and no other. (Not the QUIC
     connections that went through Version Negotiation first: tshark 4.0 keeps the v2 Initial keys
@@ -164,9 +177,12 @@ def test_key_log_decrypts_every_completed_handshake(evaluation):
         skip = {("udp", a.key[1]) for a in t.attempts if a.vn}
         got[n] -= skip
         want -= skip
-        if got[n] != want:
-            bad[n] = {"client log only": sorted(want - got[n]), "tshark only": sorted(got[n] - want),
-                      "what tshark saw": [_handshake_seen(res[n], *k) for k in sorted(want - got[n])]}
+        missing = {k for k in want - got[n] if not _decrypts_alone(res[n], *k, tmp_path)}
+        if missing or got[n] - want:
+            bad[n] = {"client log only": sorted(missing), "tshark only": sorted(got[n] - want),
+                      "what tshark saw": [_handshake_seen(res[n], *k) for k in sorted(missing)]}
+    if bad:
+        print(json.dumps(bad, indent=1))   # the whole evidence: the assertion's repr is cut short
     assert not bad, bad
 
 
