@@ -556,6 +556,7 @@ class _Sender:
         self.min_rtt_ns: int | None = None
         self.mode = "open"
         self.recovery_point = 0
+        self.episode_ns = 0             # when the current recovery or loss episode began (or re-began)
         self.tlp_out = False
         self.rto_armed_ns: int | None = None   # when the retransmission timer was last (re)started
         self.delivered: list = []       # [(off, end)] ranges delivered by some transmission (relay log)
@@ -598,8 +599,22 @@ class _Sender:
 
     def _evidence(self, off: int, end: int) -> bool:
         """Had the sender been told these bytes were lost (RACK / dupACKs)?"""
-        if self.dupacks >= 3 and off <= self.snd_una:
+        # Duplicate ACKs mark the head lost once an episode (NewReno, RFC 6582; Linux keeps a
+        # resent segment's retrans mark until a timeout): a head already resent in this recovery
+        # is not marked again by more of them, only the timer resends it (pool seed 117, SACK off:
+        # the fast retransmit lost to the policer, dupACKs every 2 ms while new data went out, the
+        # head resent 250 ms later; the kernel counted a timeout, and 109 fast retransmits where
+        # the replay had 424)
+        if self.dupacks >= 3 and off <= self.snd_una and not self._resent_in_episode(off, end):
             return True
+        return self._rack_evidence(off, end)
+
+    def _resent_in_episode(self, off: int, end: int) -> bool:
+        return self.mode != "open" and any(st[2] and st[0] >= self.episode_ns
+                                           for (a, b), st in self.segs.items() if a < end and off < b)
+
+    def _rack_evidence(self, off: int, end: int) -> bool:
+        """Was a segment sent after these bytes' last transmission delivered (RACK)?"""
         if self.rack is None:
             return False
         xs = [(st[0], b) for (a, b), st in self.segs.items() if a < end and off < b and not st[1]]
@@ -633,6 +648,7 @@ class _Sender:
         since_ev = t.t_ns - self.last_evidence_ns if self.last_evidence_ns is not None else None
         ev = self._evidence(off, end)
         rack_due = self._rack_due(off, end, t.t_ns)
+        resent_again = self._resent_in_episode(off, end) and not self._rack_evidence(off, end)
         for (a, b), st in self.segs.items():
             if a < end and off < b:
                 st[0], st[2] = t.t_ns, True
@@ -645,13 +661,16 @@ class _Sender:
                f"RTO timer {'%.0f ms' % (since_armed / MS) if since_armed is not None else '-'} old, "
                f"mode {self.mode}")
         if self.mode == "loss" and off < self.recovery_point:
-            if (gap_ack is not None and gap_ack <= self.react_ns) or not can_rto:
+            # already resent since the timeout and not shown lost again (RACK): only the next
+            # timeout resends it, whatever ACK came just before (pool seed 213, SACK off: the
+            # go-back-N resend of the head lost again, dupACKs, the head resent 240 ms later)
+            if not (can_rto and resent_again) and ((gap_ack is not None and gap_ack <= self.react_ns) or not can_rto):
                 return "rto", "loss_state", why + ": retransmission in loss state (after a timeout)"
             # every timeout re-enters loss state: Linux's tcp_enter_loss sets high_seq = snd_nxt
             # again, so data sent since the first timeout is go-back-N too (CI pool draw0014: the
             # first timeout's recovery point was acked, and the resend of data sent after it, right
             # after that ACK, was taken for a fast retransmit)
-            self.rto_armed_ns, self.recovery_point = t.t_ns, self.snd_nxt
+            self.rto_armed_ns, self.recovery_point, self.episode_ns = t.t_ns, self.snd_nxt, t.t_ns
             return "rto", "backoff", why + ": backed-off timeout"
         # RACK's reorder timer (RFC 8985 6.3) also fires ~RTT + reo_wnd after the *last send*, which
         # can be well after the evidence ACK; but an RTO cannot fire before tcp_rto_min has passed.
@@ -659,7 +678,7 @@ class _Sender:
                    (since_ev is not None and since_ev <= self._reo_ns()) or rack_due
                    or not can_rto):
             if self.mode != "recovery":
-                self.mode, self.recovery_point = "recovery", self.snd_nxt
+                self.mode, self.recovery_point, self.episode_ns = "recovery", self.snd_nxt, t.t_ns
             if gap_ack is not None and gap_ack <= self.react_ns:
                 return "fast", "fast_ack", why + f": sent within {self.react_ns / MS:.0f} ms of an ACK"
             return "fast", "fast_rack", why + f": within the RACK window ({self._reo_ns() / MS:.0f} ms) " \
@@ -682,9 +701,9 @@ class _Sender:
             # RACK's reordering timer, fired later than the replay's window (pool draw0102: 49 ms after
             # the last ACK on a 31 ms path under a 144 ms queue)
             if self.mode != "recovery":
-                self.mode, self.recovery_point = "recovery", self.snd_nxt
+                self.mode, self.recovery_point, self.episode_ns = "recovery", self.snd_nxt, t.t_ns
             return "fast", "fast_rack", why + ": RACK's timer (the kernel counted no timeout)"
-        self.mode, self.recovery_point = "loss", self.snd_nxt
+        self.mode, self.recovery_point, self.episode_ns = "loss", self.snd_nxt, t.t_ns
         self.rto_armed_ns = t.t_ns
         self.tlp_out = False
         if single:

@@ -88,6 +88,17 @@ pub(super) fn classify(
         // A loss probe is one packet: what follows it is judged on its own.
         _ => {}
     }
+    // Duplicate ACKs mark a hole lost once (NewReno, RFC 6582; Linux keeps a resend's mark until
+    // a timeout): a hole already resent since the ACK reached it, and not shown lost again since
+    // (RACK: nothing sent after that resend delivered), is resent again by its timer alone, however
+    // many duplicate ACKs came meanwhile (pool seed 213, SACK off: a partial ACK's resend lost to
+    // the policer, new data out on every duplicate ACK, the hole again 237 ms later).
+    let resent_since_ack = original.is_some_and(|o| {
+        o.retransmitted && rev.last_advance_ts.is_some_and(|t| o.ts_ns >= t) && fwd.delivered_sent_ts <= o.ts_ns
+    });
+    if timer_fired && resent_since_ack {
+        return RETX_RTO;
+    }
     if ta & FAST_RETRANSMISSION != 0 {
         return RETX_FAST;
     }

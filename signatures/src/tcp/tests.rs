@@ -740,6 +740,28 @@ fn a_timeout_inside_newreno_recovery_is_an_rto() {
     assert_eq!(cause(&again), Some("rto"));
 }
 
+/// NewReno without SACK, no recovery episode open (the resend of the hole after a partial ACK
+/// is no cause's own): the hole resent promptly after the ACK reached it is lost again, new data
+/// leaves on each of the duplicate ACKs that follow, and the hole goes again 300 ms after its
+/// resend. Duplicate ACKs had marked it once; this time only the timer could: an RTO.
+#[test]
+fn a_hole_resent_since_its_ack_is_resent_again_by_the_timer() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = handshake_and_request(c, s);
+    for i in 0..5u32 {
+        feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+    }
+    feed(&mut st, 0, 90, c + 101, s + 1001, A, 0, 65535, None);
+    let resend = feed(&mut st, 1, 91, s + 1001, c + 101, PA, 1000, 65535, None);
+    assert_ne!(cause(&resend), Some("fast_retransmit"));
+    for i in 0..30u32 {
+        feed(&mut st, 0, 100 + 10 * i as i64, c + 101, s + 1001, A, 0, 65535, None);
+        feed(&mut st, 1, 100 + 10 * i as i64, s + 5001 + 1000 * i, c + 101, PA, 1000, 65535, None);
+    }
+    let again = feed(&mut st, 1, 391, s + 1001, c + 101, PA, 1000, 65535, None);
+    assert_eq!(cause(&again), Some("rto"));
+}
+
 /// Without SACK, duplicate ACKs of the hole say later data arrived: the timer's resend of a
 /// mid-burst loss is no tail loss.
 #[test]
