@@ -143,7 +143,12 @@ impl TcpState {
     /// and no timestamp echo tells which copy arrived (a client without TCP timestamps: issue
     /// 29 item 6, 30 ms after the resend on a 200 ms path). Only fast retransmits: the dupACKs
     /// that caused them are what a held original makes; a timer's resend after a silence says
-    /// nothing of the kind.
+    /// nothing of the kind. Nor an original that would have had to be held longer than the
+    /// smoothed RTT beyond the path's minimum: a sender takes reordering that long for loss
+    /// (RFC 8985 bounds its reordering window by SRTT), and a minimum taken while a standing
+    /// queue filled the path makes a fresh resend's ACK look quick (pool draw0102, SACK and
+    /// timestamps off behind a 144 ms queue: NewReno's resends after partial ACKs, originals
+    /// 355 ms old, ACKed 40-45 ms later against a minimum near 100 ms so far: 25 called spurious).
     fn answered_original(&mut self, s: &Segment<'_>, out: &mut Analysis) {
         if self.vantage.local_dir() != Some(1 - s.dir)
             || s.flags & TCP_ACK == 0
@@ -154,11 +159,15 @@ impl TcpState {
         let rev = &mut self.dir[1 - s.dir];
         let Some(min_rtt) = rev.rtt.min.filter(|&r| r > 0) else { return };
         let margin = (ANSWER_RTT_SHARE * min_rtt as f64) as i64;
-        let Some(i) = rev.recent_retx.iter().position(|&(_, end, tags, _, sent)| {
+        let srtt = rev.est.srtt().unwrap_or(min_rtt);
+        // `age`: the resend's time since the original left, as it was sent
+        let Some(i) = rev.recent_retx.iter().position(|&(_, end, tags, age, sent)| {
+            let held = s.now - sent + age - min_rtt;
             tags & RETX_FAST != 0
                 && tags & RETX_SPURIOUS == 0
                 && SeqNumber(end).at_or_before(s.ack)
                 && s.now - sent < margin
+                && held <= srtt
         }) else {
             return;
         };

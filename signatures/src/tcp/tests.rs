@@ -835,6 +835,30 @@ fn an_ack_sooner_than_a_round_trip_after_a_fast_retransmit_makes_it_spurious() {
     assert_eq!((proved, fast, spurious), (None, 1, 0));
 }
 
+/// The same sender in NewReno recovery with two holes: the fast retransmit of segment 1 draws a
+/// partial ACK up to segment 2, whose original left 84 ms before; it is resent at once and its
+/// bytes acknowledged 16 ms later, under half the 40 ms minimum. Answering the original would
+/// have meant holding it 60 ms beyond the path's minimum, longer than the smoothed RTT: the
+/// resend answered, as the partial ACK said - no spurious resend, no reordering.
+#[test]
+fn a_quick_ack_of_an_original_older_than_a_round_trip_and_srtt_proves_nothing() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = handshake_and_request(c, s);
+    for i in 0..5u32 {
+        feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+    }
+    feed(&mut st, 0, 90, c + 101, s + 1001, A, 0, 65535, None);
+    for ms in 91..94 {
+        feed(&mut st, 0, ms, c + 101, s + 1001, A, 0, 65535, None);
+    }
+    feed(&mut st, 1, 94, s + 1001, c + 101, PA, 1000, 65535, None);
+    feed(&mut st, 0, 134, c + 101, s + 2001, A, 0, 65535, None);
+    let resend = feed(&mut st, 1, 134, s + 2001, c + 101, PA, 1000, 65535, None);
+    assert!(resend.tags & RETX_SPURIOUS == 0);
+    let ack = feed(&mut st, 0, 150, c + 101, s + 5001, A, 0, 65535, None);
+    assert_eq!((ack.proved_spurious[1], st.stats.retx_spurious, st.stats.reordered[1]), (None, 0, 0));
+}
+
 /// A client without SACK (lab pool seed 1, draw0001_loss): the first of four 1000-byte
 /// segments is lost, duplicate ACKs do not count (a new window in each), and the RTO's
 /// go-back-N resends the first three. The first resend fills the hole: the ACK it draws covers
