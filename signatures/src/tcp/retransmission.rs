@@ -223,15 +223,21 @@ impl TcpState {
         // or SACKed, so the last segment(s) of the burst were what was lost. Data only: a lost
         // bare FIN (or SYN) delays no response. Once per episode.
         if cause & (RETX_RTO | RETX_TLP) != 0 && seglen > 0 && flags & TCP_SYN == 0 && !fwd.tail_episode {
+            // Without SACK, duplicate ACKs are the receiver's word that later data arrived: of
+            // this hole, or (any hole) a round trip after the data just above it was first sent.
+            let dupacked = (rev.lastack == seq && rev.dupacknum > 0)
+                || (self.no_sack && dupacked_after_later_data(fwd, rev, seq.wrapping_add(seglen)));
             let nothing_above = match fwd.recovery {
                 // Everything beyond the cumulative ACK is outstanding and un-SACKed: the burst
-                // lost its end (one segment or several), and a timer had to notice. Without
-                // SACK, duplicate ACKs of the hole are the receiver's word that later data
-                // arrived: a mid-burst loss (a stack without SACK: 15 of 21 tail losses wrong).
+                // lost its end (one segment or several), and a timer had to notice. Unless
+                // duplicate ACKs said later data arrived: a mid-burst loss (a stack without SACK:
+                // 15 of 21 tail losses wrong; pool draw0102, SACK off: the ACK that ended a
+                // NewReno recovery moved up to a hole whose later data the recovery's duplicate
+                // ACKs, 850 ms after it left, had shown delivered).
                 None => {
                     SeqNumber(rev.lastack).at_or_before(seq)
                         && rev.sack_high.is_none_or(|h| SeqNumber(h).at_or_before(rev.lastack))
-                        && !(rev.lastack == seq && rev.dupacknum > 0)
+                        && !dupacked
                 }
                 // An episode for an earlier hole is open: its ACKs and SACKs covered only what
                 // was sent before this segment, which the timer now resends for the first time,
@@ -250,8 +256,7 @@ impl TcpState {
                         && original.is_some_and(|u| !u.retransmitted)
                         && SeqNumber(rev.lastack).at_or_before(seq)
                         && rev.sack_high.is_none_or(|h| SeqNumber(h).at_or_before(seq))
-                        && !(rev.lastack == seq && rev.dupacknum > 0)
-                        && !(self.no_sack && dupacked_after_later_data(fwd, rev, seq.wrapping_add(seglen)))
+                        && !dupacked
                 }
             };
             if nothing_above {

@@ -807,6 +807,36 @@ fn a_timer_resend_in_recovery_after_later_data_arrived_is_no_tail_loss() {
     assert_eq!(run(6, 0), TAIL_LOSS);
 }
 
+/// NewReno without SACK, 40 ms RTT: of five segments sent at 50 ms the first and third are lost.
+/// The fast retransmit of the first sets the recovery point at the fifth's end; three more
+/// segments go out on the duplicate ACKs, the first of them lost too. A partial ACK brings the
+/// third's resend, the two later segments draw duplicate ACKs a round trip after they left, and
+/// the ACK of that resend ends the recovery at the new hole. The timer's resend of it is no
+/// tail loss: the data above it had arrived, as those duplicate ACKs said.
+#[test]
+fn a_timer_resend_after_recovery_ended_at_its_hole_with_later_data_dupacked_is_no_tail_loss() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = handshake_and_request(c, s);
+    for i in 0..5u32 {
+        feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+    }
+    for ms in 90..93 {
+        feed(&mut st, 0, ms, c + 101, s + 1, A, 0, 65535, None);
+    }
+    feed(&mut st, 1, 93, s + 1, c + 101, PA, 1000, 65535, None);
+    for i in 0..3u32 {
+        feed(&mut st, 1, 94, s + 5001 + 1000 * i, c + 101, PA, 1000, 65535, None);
+    }
+    feed(&mut st, 0, 133, c + 101, s + 2001, A, 0, 65535, None);
+    feed(&mut st, 1, 133, s + 2001, c + 101, PA, 1000, 65535, None);
+    for ms in [134, 135] {
+        feed(&mut st, 0, ms, c + 101, s + 2001, A, 0, 65535, None);
+    }
+    feed(&mut st, 0, 173, c + 101, s + 5001, A, 0, 65535, None);
+    let rto = feed(&mut st, 1, 400, s + 5001, c + 101, PA, 1000, 65535, None);
+    assert_eq!((cause(&rto), rto.tags & TAIL_LOSS), (Some("rto"), 0));
+}
+
 /// A server-side capture, no timestamps, no SACK, RTT 40 ms: segment 1 of five is held on the
 /// way, the client's three duplicate ACKs bring a fast retransmit, whose copy is lost; the
 /// held original arrives and the client's ACK of everything comes 2 ms after the resend left.
