@@ -115,6 +115,9 @@ pub struct DirSeq {
     /// On a flow without SACK, this direction's data resends until an ACK covers them, for the
     /// Eifel check (RFC 3522) of that ACK's echo (`ack::eifel_data`).
     pub(super) data_resends: Vec<DataResend>,
+    /// Without timestamps: the resends the latest ACK covered, all but the first of them (the one
+    /// that filled the hole), with that ACK and when it came (`ack::duplicates_answered`).
+    pub(super) covered_resends: (Vec<DataResend>, u32, i64),
     /// RACK (RFC 8985 §6.1): the latest send time of this direction's segments the receiver is
     /// known to have got (SACKed or acknowledged); 0 before any.
     pub(super) delivered_sent_ts: i64,
@@ -171,6 +174,7 @@ impl Default for DirSeq {
             recent_retx: VecDeque::new(),
             fin_resends: Vec::new(),
             data_resends: Vec::new(),
+            covered_resends: (Vec::new(), 0, 0),
             last_advance_ts: None,
             delivered_sent_ts: 0,
             high: 0,
@@ -191,6 +195,7 @@ impl DirSeq {
         self.tsvals = VecDeque::new();
         self.fin_resends = Vec::new();
         self.data_resends = Vec::new();
+        self.covered_resends.0 = Vec::new();
     }
 
     /// Give back spare capacity worth a reallocation (`ShrinkSpare`), keeping every entry.
@@ -219,9 +224,11 @@ pub(super) fn sender_and_peer(dirs: &mut [DirSeq; 2], dir: usize) -> (&mut DirSe
 pub(super) struct DataResend {
     pub seq: u32,
     pub end: u32,
-    pub tsval: u32,
+    /// Its TSval; None on a flow without timestamps.
+    pub tsval: Option<u32>,
     pub tags: u32,
     pub delay: i64,
+    pub sent: i64,
     /// What this resend marked lost in the policing log (`Pathology::lost`), to take back if
     /// the resend proves spurious.
     pub lost_tx: Option<LostBytes>,

@@ -289,15 +289,14 @@ impl TcpState {
             None
         };
         // Without SACK no D-SACK will come for data either: the echo in the ACK that first covers
-        // the resend tells (`ack::eifel_data`).
+        // the resend tells, or without timestamps the duplicate ACKs that follow it
+        // (`ack::eifel_data`, `ack::duplicates_answered`).
         if self.no_sack && seglen > 0 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
-            if let Some((tsval, _)) = s.tcp.ts {
-                if fwd.data_resends.len() >= MAX_HOLES {
-                    fwd.data_resends.remove(0);
-                }
-                let end = seq.wrapping_add(seglen);
-                fwd.data_resends.push(DataResend { seq, end, tsval, tags: *ta, delay: now - first_ts, lost_tx });
+            if fwd.data_resends.len() >= MAX_HOLES {
+                fwd.data_resends.remove(0);
             }
+            let (end, tsval) = (seq.wrapping_add(seglen), s.tcp.ts.map(|t| t.0));
+            fwd.data_resends.push(DataResend { seq, end, tsval, tags: *ta, delay: now - first_ts, sent: now, lost_tx });
         }
         // One that has closed sends none; the echo in the ACK that covers the FIN then tells
         // whether the first FIN had arrived (`ack::eifel_fin`).

@@ -939,3 +939,33 @@ fn a_go_back_n_resend_without_sack_is_proved_spurious_by_the_echo() {
     assert_eq!(ack.proved_spurious, [None, None]);
     assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (3, 0));
 }
+
+/// The same without timestamps (no SACK, no echo: nothing proves a duplicate by itself): the
+/// ACK the first resend draws covers all three, and two duplicate ACKs of it follow at once,
+/// the receiver answering the other two resends, which it had already. Their originals were no
+/// drops for the policing fit; their cause stays `rto`. A duplicate ACK a round trip after the
+/// covering ACK proves nothing (new data may have caused it).
+#[test]
+fn duplicate_acks_right_after_a_go_back_n_ack_take_the_duplicates_drops_back() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |dupack_ms: i64| {
+        let mut st = handshake_and_request(c, s);
+        for i in 0..4u32 {
+            feed(&mut st, 1, 42, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+        }
+        for k in 0..3 {
+            feed(&mut st, 0, 82 + k, c + 101, s + 1, A, 0, 65535, None);
+        }
+        for i in 0..3u32 {
+            let r = feed(&mut st, 1, 400 + i as i64, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+            assert_eq!(cause(&r), Some("rto"));
+        }
+        feed(&mut st, 0, 440, c + 101, s + 4001, A, 0, 65535, None);
+        for k in 0..2 {
+            feed(&mut st, 0, dupack_ms + k, c + 101, s + 4001, A, 0, 65535, None);
+        }
+        (st.path.tx.iter().filter(|t| t.lost).count(), st.path.tx[0].lost, st.stats.retx_rto)
+    };
+    assert_eq!(run(441), (1, true, 3));
+    assert_eq!(run(480), (3, true, 3));
+}
