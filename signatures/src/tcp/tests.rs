@@ -748,9 +748,7 @@ fn a_timeout_inside_newreno_recovery_is_an_rto() {
 fn a_hole_resent_since_its_ack_is_resent_again_by_the_timer() {
     let (c, s) = (1_000u32, 5_000u32);
     let mut st = handshake_and_request(c, s);
-    for i in 0..5u32 {
-        feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
-    }
+    burst_then_dupacks(&mut st, c, s, 5, 0);
     feed(&mut st, 0, 90, c + 101, s + 1001, A, 0, 65535, None);
     let resend = feed(&mut st, 1, 91, s + 1001, c + 101, PA, 1000, 65535, None);
     assert_ne!(cause(&resend), Some("fast_retransmit"));
@@ -817,12 +815,7 @@ fn a_timer_resend_in_recovery_after_later_data_arrived_is_no_tail_loss() {
 fn a_timer_resend_after_recovery_ended_at_its_hole_with_later_data_dupacked_is_no_tail_loss() {
     let (c, s) = (1_000u32, 5_000u32);
     let mut st = handshake_and_request(c, s);
-    for i in 0..5u32 {
-        feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
-    }
-    for ms in 90..93 {
-        feed(&mut st, 0, ms, c + 101, s + 1, A, 0, 65535, None);
-    }
+    burst_then_dupacks(&mut st, c, s, 5, 3);
     feed(&mut st, 1, 93, s + 1, c + 101, PA, 1000, 65535, None);
     for i in 0..3u32 {
         feed(&mut st, 1, 94, s + 5001 + 1000 * i, c + 101, PA, 1000, 65535, None);
@@ -837,6 +830,17 @@ fn a_timer_resend_after_recovery_ended_at_its_hole_with_later_data_dupacked_is_n
     assert_eq!((cause(&rto), rto.tags & TAIL_LOSS), (Some("rto"), 0));
 }
 
+/// Five 1000-byte server segments at 50 ms, the ACK of the first at 90 ms and three duplicate ACKs
+/// of it (no SACK), and segment 1's fast retransmit at 94 ms (returned).
+fn fast_retransmit_of_segment_1(st: &mut TcpState, c: u32, s: u32) -> Analysis {
+    burst_then_dupacks(st, c, s, 5, 0);
+    feed(st, 0, 90, c + 101, s + 1001, A, 0, 65535, None);
+    for ms in 91..94 {
+        feed(st, 0, ms, c + 101, s + 1001, A, 0, 65535, None);
+    }
+    feed(st, 1, 94, s + 1001, c + 101, PA, 1000, 65535, None)
+}
+
 /// A server-side capture, no timestamps, no SACK, RTT 40 ms: segment 1 of five is held on the
 /// way, the client's three duplicate ACKs bring a fast retransmit, whose copy is lost; the
 /// held original arrives and the client's ACK of everything comes 2 ms after the resend left.
@@ -847,14 +851,7 @@ fn an_ack_sooner_than_a_round_trip_after_a_fast_retransmit_makes_it_spurious() {
     let (c, s) = (1_000u32, 5_000u32);
     let run = |ack_ms: i64| {
         let mut st = handshake_and_request(c, s);
-        for i in 0..5u32 {
-            feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
-        }
-        feed(&mut st, 0, 90, c + 101, s + 1001, A, 0, 65535, None);
-        for ms in 91..94 {
-            feed(&mut st, 0, ms, c + 101, s + 1001, A, 0, 65535, None);
-        }
-        let resend = feed(&mut st, 1, 94, s + 1001, c + 101, PA, 1000, 65535, None);
+        let resend = fast_retransmit_of_segment_1(&mut st, c, s);
         assert_eq!(cause(&resend), Some("fast_retransmit"));
         let ack = feed(&mut st, 0, ack_ms, c + 101, s + 5001, A, 0, 65535, None);
         (ack.proved_spurious[1], st.stats.retx_fast, st.stats.retx_spurious, st.stats.reordered[1])
@@ -874,14 +871,7 @@ fn an_ack_sooner_than_a_round_trip_after_a_fast_retransmit_makes_it_spurious() {
 fn a_quick_ack_of_an_original_older_than_a_round_trip_and_srtt_proves_nothing() {
     let (c, s) = (1_000u32, 5_000u32);
     let mut st = handshake_and_request(c, s);
-    for i in 0..5u32 {
-        feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
-    }
-    feed(&mut st, 0, 90, c + 101, s + 1001, A, 0, 65535, None);
-    for ms in 91..94 {
-        feed(&mut st, 0, ms, c + 101, s + 1001, A, 0, 65535, None);
-    }
-    feed(&mut st, 1, 94, s + 1001, c + 101, PA, 1000, 65535, None);
+    fast_retransmit_of_segment_1(&mut st, c, s);
     feed(&mut st, 0, 134, c + 101, s + 2001, A, 0, 65535, None);
     let resend = feed(&mut st, 1, 134, s + 2001, c + 101, PA, 1000, 65535, None);
     assert!(resend.tags & RETX_SPURIOUS == 0);
