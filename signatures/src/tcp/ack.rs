@@ -231,16 +231,18 @@ impl TcpState {
         }
         let ack = s.ack;
         let ecr = s.tcp.ts.map(|t| t.1).filter(|&e| e != 0);
-        let mut covered = Vec::new();
-        let mut i = 0;
-        while i < rev.data_resends.len() {
-            let r = rev.data_resends[i];
-            let DataResend { seq, end, tsval, tags, delay, lost_tx, .. } = r;
-            if !SeqNumber(end).at_or_before(ack) {
-                i += 1;
-                continue;
+        // One pass (a go-back-N can leave a window of them waiting).
+        let mut answered = Vec::new();
+        rev.data_resends.retain(|r| {
+            let keep = !SeqNumber(r.end).at_or_before(ack);
+            if !keep {
+                answered.push(*r);
             }
-            rev.data_resends.remove(i);
+            keep
+        });
+        let mut covered = Vec::new();
+        for r in answered {
+            let DataResend { seq, end, tsval, tags, delay, lost_tx, .. } = r;
             let Some(tsval) = tsval else {
                 covered.push(r);
                 continue;

@@ -6,7 +6,7 @@
 use tailscope_parsers::decode::{TCP_FIN, TCP_RST, TCP_SYN};
 
 use super::cause::{classify, network_copy, timer_fired};
-use super::direction::{sender_and_peer, DataResend, DirSeq, LostBytes, RecoveryKind, MAX_HOLES};
+use super::direction::{sender_and_peer, DataResend, DirSeq, LostBytes, RecoveryKind, MAX_DATA_RESENDS, MAX_HOLES};
 use super::handshake::Vantage;
 use super::wireshark::OOO_DEFAULT_NS;
 use super::{Segment, TcpFlowStats, TcpState};
@@ -292,11 +292,19 @@ impl TcpState {
         // the resend tells, or without timestamps the duplicate ACKs that follow it
         // (`ack::eifel_data`, `ack::duplicates_answered`).
         if self.no_sack && seglen > 0 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
-            if fwd.data_resends.len() >= MAX_HOLES {
-                fwd.data_resends.remove(0);
+            if fwd.data_resends.len() >= MAX_DATA_RESENDS {
+                fwd.data_resends.pop_front();
             }
             let (end, tsval) = (seq.wrapping_add(seglen), s.tcp.ts.map(|t| t.0));
-            fwd.data_resends.push(DataResend { seq, end, tsval, tags: *ta, delay: now - first_ts, sent: now, lost_tx });
+            fwd.data_resends.push_back(DataResend {
+                seq,
+                end,
+                tsval,
+                tags: *ta,
+                delay: now - first_ts,
+                sent: now,
+                lost_tx,
+            });
         }
         // One that has closed sends none; the echo in the ACK that covers the FIN then tells
         // whether the first FIN had arrived (`ack::eifel_fin`).
