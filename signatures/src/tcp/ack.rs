@@ -240,14 +240,17 @@ impl TcpState {
             }
             keep
         });
-        let mut covered = Vec::new();
-        for r in answered {
+        // Every resend this ACK covers is answered again by the receiver as a duplicate if its
+        // bytes had arrived (`duplicates_answered`), proved by the echo or not.
+        let mut covered = Vec::with_capacity(answered.len());
+        for mut r in answered {
             let DataResend { seq, end, tsval, tags, delay, lost_tx, .. } = r;
-            let Some(tsval) = tsval else {
-                covered.push(r);
-                continue;
-            };
-            if !ecr.is_some_and(|e| SeqNumber(e).before(tsval)) {
+            let proved = tsval.is_some_and(|t| ecr.is_some_and(|e| SeqNumber(e).before(t)));
+            if proved {
+                r.lost_tx = None;
+            }
+            covered.push(r);
+            if !proved {
                 continue;
             }
             if let Some(j) = rev.recent_retx.iter().rposition(|r| r.0 == seq && r.1 == end) {
@@ -273,17 +276,21 @@ impl TcpState {
         }
     }
 
-    /// Without SACK and without timestamps (neither a D-SACK nor an echo will tell): a receiver
-    /// answers every segment below its window at once with a duplicate ACK (RFC 5681 §4.2), so
-    /// duplicate ACKs of an ACK that covered several resends, sooner than a round trip after
-    /// it (nothing sent since can have caused them), are those resends arriving a second time.
-    /// The latest sent of them were duplicates, one per duplicate ACK (never the first, which
-    /// filled the hole): their originals had passed, no drop for the policing fit (lab pool
-    /// seed 37, reno behind a policer: a timeout's go-back-N resends the bytes the policer had
-    /// passed, and the fit read the flows at 54-56 % of what they carried). The cause of the
-    /// resend stays the one that sent it (the relay log's truth scores an unreported duplicate
-    /// by its trigger). Its prototype on the lab's captures: 1,779 resends called duplicates, none
-    /// wrong by the relay's log (docs/accuracy.md).
+    /// Without SACK no D-SACK tells a duplicate, and an echo tells only of resends stamped after
+    /// the segment that filled the hole: a receiver answers every segment below its window at
+    /// once with a duplicate ACK (RFC 5681 §4.2), so duplicate ACKs of an ACK that covered
+    /// several resends, sooner than a round trip after it (nothing sent since can have caused
+    /// them), are those resends arriving a second time. The latest sent of them were duplicates,
+    /// one per duplicate ACK (never the first, which filled the hole); with timestamps the one
+    /// whose stamp the duplicate ACK echoes (RFC 7323 §4.3: a segment below the window moves
+    /// TS.Recent). Their originals had passed, no drop for the policing fit (lab pool seed 37,
+    /// reno behind a policer: a timeout's go-back-N resends the bytes the policer had passed,
+    /// and the fit read the flows at 54-56 % of what they carried; seeds 117, 173 and 213 with
+    /// timestamps: a go-back-N resends several segments within the millisecond of the hole's
+    /// filler, their stamps equal to its echo). The cause of the resend stays the one that sent
+    /// it (the relay log's truth scores an unreported duplicate by its trigger). Its prototype
+    /// on the lab's captures: 1,779 resends called duplicates, none wrong by the relay's log
+    /// (docs/accuracy.md).
     fn duplicates_answered(&mut self, s: &Segment<'_>) {
         let rev = &mut self.dir[1 - s.dir];
         let (pool, ack, at) = &mut rev.covered_resends;
@@ -295,7 +302,12 @@ impl TcpState {
             pool.clear();
             return;
         }
-        if let Some(l) = pool.pop().and_then(|r| r.lost_tx) {
+        let echoed = s.tcp.ts.map(|t| t.1);
+        let at = match echoed {
+            Some(e) if pool.iter().any(|r| r.tsval.is_some()) => pool.iter().rposition(|r| r.tsval == Some(e)),
+            _ => pool.len().checked_sub(1),
+        };
+        if let Some(l) = at.and_then(|i| pool.remove(i).lost_tx) {
             self.path.not_lost(l.tx, l.offset, l.len);
         }
     }

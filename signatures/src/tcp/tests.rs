@@ -963,6 +963,46 @@ fn a_go_back_n_of_a_whole_window_is_proved_spurious_by_one_echo() {
     assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (1, 99));
 }
 
+/// The same sender with timestamps, its go-back-N stamped 1300, 1300, 1301 (two resends in the
+/// filler's millisecond: lab pool seeds 117, 173, 213, BBR behind a policer with SACK off). The
+/// ACK the filler draws echoes 1300: it proves the third a duplicate, not the second. The two
+/// duplicate ACKs that follow at once echo 1300 and 1301, the duplicates' own stamps: the second
+/// resend's original had passed too, no drop for the policing fit; its cause stays `rto`.
+#[test]
+fn duplicate_acks_echoing_a_go_back_n_resend_take_its_drop_back() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = TcpState::default();
+    let syn = |seq, ack, flags, ts| TcpInfo {
+        seq,
+        ack,
+        flags,
+        window: 65535,
+        header_len: 40,
+        ts: Some(ts),
+        ..TcpInfo::default()
+    };
+    analyze(&mut st, 0, 0, &syn(c, 0, TCP_SYN, (100, 0)), 0, None);
+    analyze(&mut st, 1, 0, &syn(s, c + 1, TCP_SYN | A, (900, 100)), 0, None);
+    feed_ts(&mut st, 0, 40, c + 1, s + 1, A, 0, (140, 900));
+    feed_ts(&mut st, 0, 41, c + 1, s + 1, PA, 100, (141, 900));
+    for i in 0..4u32 {
+        feed_ts(&mut st, 1, 42, s + 1 + 1000 * i, c + 101, PA, 1000, (942, 141));
+    }
+    for k in 0..3 {
+        feed_ts(&mut st, 0, 82 + k, c + 101, s + 1, A, 0, (182 + k as u32, 942));
+    }
+    for (i, tsval) in [1300u32, 1300, 1301].into_iter().enumerate() {
+        feed_ts(&mut st, 1, 400, s + 1 + 1000 * i as u32, c + 101, PA, 1000, (tsval, 184));
+    }
+    feed_ts(&mut st, 0, 440, c + 101, s + 4001, A, 0, (240, 1300));
+    assert_eq!(st.path.tx.iter().filter(|t| t.lost).count(), 2, "the echo proves the third only");
+    feed_ts(&mut st, 0, 441, c + 101, s + 4001, A, 0, (241, 1300));
+    feed_ts(&mut st, 0, 441, c + 101, s + 4001, A, 0, (241, 1301));
+    assert!(st.path.tx[0].lost);
+    assert_eq!(st.path.tx.iter().filter(|t| t.lost).count(), 1);
+    assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (2, 1));
+}
+
 /// The same without timestamps (no SACK, no echo: nothing proves a duplicate by itself): the
 /// ACK the first resend draws covers all three, and two duplicate ACKs of it follow at once,
 /// the receiver answering the other two resends, which it had already. Their originals were no
