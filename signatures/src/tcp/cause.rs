@@ -78,9 +78,25 @@ pub(super) fn classify(
     }
     let (timer_fired, gap) = timer_fired(fwd, rev, now);
     let probed = matches!(fwd.recovery, Some((RecoveryKind::Tlp, _)));
+    // Duplicate ACKs mark a hole lost once (NewReno, RFC 6582; Linux keeps a resend's mark until
+    // a timeout): a hole already resent since the ACK reached it, and not shown lost again since
+    // (RACK: nothing sent after that resend delivered), is resent again by its timer alone, however
+    // many duplicate ACKs came meanwhile (pool seed 213, SACK off: a partial ACK's resend lost to
+    // the policer, new data out on every duplicate ACK, the hole again 237 ms later).
+    // Its timer runs from that resend at the latest: Linux re-arms the RTO when it resends the
+    // head (`tcp_xmit_retransmit_queue`) and not for SACKs or later sends (CI pool draw0014,
+    // SACK, a 3 Mbit/s link with a 7-packet queue: the head's resend lost, one resend per
+    // SACK every 50 ms, the head again 328 ms after its resend; each send had restarted our
+    // clock, and the timeout and its three loss-state resends were called fast retransmits).
+    let resent_since_ack = original.is_some_and(|o| {
+        o.retransmitted
+            && rev.last_advance_ts.is_some_and(|t| o.ts_ns >= t)
+            && fwd.delivered_sent_ts <= o.ts_ns
+            && (timer_fired || (now - o.ts_ns) as f64 >= RTO_SHARE * fwd.est.rto() as f64)
+    });
     match fwd.recovery {
         // A recovery that stalled until the timer fired is an RTO from here on.
-        Some((RecoveryKind::Fast, _)) if timer_fired => return RETX_RTO,
+        Some((RecoveryKind::Fast, _)) if timer_fired || resent_since_ack => return RETX_RTO,
         // Later retransmissions of an RTO or fast-recovery episode belong to what started it, up
         // to its recovery point; data first sent after that point was set is judged on its own.
         Some((RecoveryKind::Rto, point)) if SeqNumber(seq).before(point) => return RETX_RTO,
@@ -88,15 +104,7 @@ pub(super) fn classify(
         // A loss probe is one packet: what follows it is judged on its own.
         _ => {}
     }
-    // Duplicate ACKs mark a hole lost once (NewReno, RFC 6582; Linux keeps a resend's mark until
-    // a timeout): a hole already resent since the ACK reached it, and not shown lost again since
-    // (RACK: nothing sent after that resend delivered), is resent again by its timer alone, however
-    // many duplicate ACKs came meanwhile (pool seed 213, SACK off: a partial ACK's resend lost to
-    // the policer, new data out on every duplicate ACK, the hole again 237 ms later).
-    let resent_since_ack = original.is_some_and(|o| {
-        o.retransmitted && rev.last_advance_ts.is_some_and(|t| o.ts_ns >= t) && fwd.delivered_sent_ts <= o.ts_ns
-    });
-    if timer_fired && resent_since_ack {
+    if resent_since_ack {
         return RETX_RTO;
     }
     if ta & FAST_RETRANSMISSION != 0 {

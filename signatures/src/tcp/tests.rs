@@ -760,6 +760,34 @@ fn a_hole_resent_since_its_ack_is_resent_again_by_the_timer() {
     assert_eq!(cause(&again), Some("rto"));
 }
 
+/// With SACK (CI pool draw0014: a 3 Mbit/s link with a 7-packet queue): of a 12-segment burst
+/// only the second arrives; the first goes by fast retransmit and is lost again, the others
+/// are resent one per ACK, each SACKed sooner than the minimum RTT after it left (no RACK
+/// evidence against the head's resend). Linux re-armed the timer when it resent the head, and
+/// no SACK or later send re-arms it: the head again 319 ms after its resend is the RTO's,
+/// although a resend left 3 ms before.
+#[test]
+fn the_head_resent_again_a_timeout_after_its_resend_is_an_rto_whatever_left_since() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = handshake_and_request(c, s);
+    for i in 0..12u32 {
+        feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+    }
+    feed_sack(&mut st, 0, 90, c + 101, s + 1, &[(s + 1001, s + 2001)]);
+    let first = feed(&mut st, 1, 91, s + 1, c + 101, PA, 1000, 65535, None);
+    assert_eq!(cause(&first), Some("fast_retransmit"));
+    for j in 2..12u32 {
+        let t = 92 + 35 * i64::from(j - 2);
+        if j > 2 {
+            feed_sack(&mut st, 0, t, c + 101, s + 1, &[(s + 1001, s + 1 + 1000 * j)]);
+        }
+        let r = feed(&mut st, 1, t, s + 1 + 1000 * j, c + 101, PA, 1000, 65535, None);
+        assert_eq!(cause(&r), Some("fast_retransmit"));
+    }
+    let again = feed(&mut st, 1, 410, s + 1, c + 101, PA, 1000, 65535, None);
+    assert_eq!(cause(&again), Some("rto"));
+}
+
 /// Without SACK, duplicate ACKs of the hole say later data arrived: the timer's resend of a
 /// mid-burst loss is no tail loss.
 #[test]
