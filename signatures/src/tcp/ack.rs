@@ -37,9 +37,19 @@ impl TcpState {
         fwd.lastack = ack;
         fwd.lastack_ts = now;
         fwd.lastsegmentflags = ta;
-        fwd.sack_high =
-            s.tcp.sack_blocks().iter().map(|b| b.1).reduce(|a, b| if SeqNumber(b).after(a) { b } else { a });
-        fwd.sacks |= fwd.sack_high.is_some();
+        // A D-SACK below the cumulative ACK reports a duplicate, nothing received above a hole
+        // (pool draw0182: the client's FIN resent after the server's FIN-ACK was lost, the
+        // server's D-SACK of it made the next resend a fast retransmit, and its D-SACK then
+        // counted reordering).
+        let blocks = s.tcp.sack_blocks();
+        fwd.sack_high = blocks.iter().map(|b| b.1).filter(|&r| SeqNumber(r).after(ack)).reduce(|a, b| {
+            if SeqNumber(b).after(a) {
+                b
+            } else {
+                a
+            }
+        });
+        fwd.sacks |= !blocks.is_empty();
     }
 
     /// Drop what this ACK acknowledges from the other side's in-flight list; an exact match that

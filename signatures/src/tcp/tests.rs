@@ -788,6 +788,26 @@ fn the_head_resent_again_a_timeout_after_its_resend_is_an_rto_whatever_left_sinc
     assert_eq!(cause(&again), Some("rto"));
 }
 
+/// The server's FIN-ACK lost after the capture (pool draw0182): the client resends its FIN
+/// twice by its timer, the server answering each with a D-SACK of it (the first D-SACK arriving
+/// just before the second resend, as the client's 300 ms-long RTT samples on that queue allow). A D-SACK below the
+/// cumulative ACK reports a duplicate, no data received above a hole: the second resend is no
+/// fast retransmit, and its D-SACK no reordering.
+#[test]
+fn a_dsack_below_the_ack_is_no_sack_above_a_hole() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = handshake_and_request(c, s);
+    feed(&mut st, 1, 80, s + 1, c + 101, A, 0, 65535, None);
+    feed(&mut st, 0, 100, c + 101, s + 1, A | TCP_FIN, 0, 65535, None);
+    feed(&mut st, 1, 100, s + 1, c + 102, A | TCP_FIN, 0, 65535, None);
+    feed(&mut st, 0, 400, c + 101, s + 1, A | TCP_FIN, 0, 65535, None);
+    feed_sack(&mut st, 1, 699, s + 2, c + 102, &[(c + 101, c + 102)]);
+    let again = feed(&mut st, 0, 700, c + 101, s + 1, A | TCP_FIN, 0, 65535, None);
+    assert_ne!(cause(&again), Some("fast_retransmit"));
+    feed_sack(&mut st, 1, 701, s + 2, c + 102, &[(c + 101, c + 102)]);
+    assert_eq!(st.stats.reordered, [0, 0]);
+}
+
 /// Without SACK, duplicate ACKs of the hole say later data arrived: the timer's resend of a
 /// mid-burst loss is no tail loss.
 #[test]
