@@ -94,7 +94,11 @@ def handshake_path_ns(times: dict) -> int | None:
     before the client answered, plus that of the client's answer - the first client datagram
     the relay received after it delivered the server's first. (A queue family's backlog or the
     server's own flight behind a 5 Mbit/s bottleneck adds 5-7 ms to the configured path: the
-    handshake's RTT includes it, as RFC 9312 §4.8.1 measures it.)"""
+    handshake's RTT includes it, as RFC 9312 §4.8.1 measures it.) Plus the client's turnaround,
+    from the relay's delivery of that datagram to its receipt of the answer: the client's own
+    handshake work, which a server-side capture's handshake RTT holds by definition, and which a
+    loaded machine stretches (stack0006_loss port 54206, CI-like run beside a build: quic-go's
+    client answered 4.8 ms after the server's flight, usually 0.5-2 ms)."""
     s2c, c2s = times["s2c"], times["c2s"]
     if not s2c:
         return None
@@ -104,7 +108,8 @@ def handshake_path_ns(times: dict) -> int | None:
     flight = [s for s in s2c[:HANDSHAKE_DGRAMS] if s[1] <= answer[0]]
     if not flight:
         return None
-    return int((flight[-1][2] + answer[2]) * 1e6)
+    turnaround_ns = max(0, answer[0] - flight[-1][1])
+    return int((flight[-1][2] + answer[2]) * 1e6) + turnaround_ns
 
 
 def user_latency_ns(q: dict) -> int:
