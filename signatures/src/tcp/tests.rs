@@ -978,12 +978,9 @@ fn a_go_back_n_resend_without_sack_is_proved_spurious_by_the_echo() {
     assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (3, 0));
 }
 
-/// The same with a window of 101 segments (lab axis pool, seed 1, SACK off under BBR: a
-/// timeout's go-back-N resent 78 segments before the first was answered): every resend waits for
-/// its covering ACK however many follow it, so the one ACK proves all 99 duplicates.
-#[test]
-fn a_go_back_n_of_a_whole_window_is_proved_spurious_by_one_echo() {
-    let (c, s) = (1_000u32, 5_000u32);
+/// A handshake with timestamps and without SACK, a request, a burst of `n` 1000-byte segments
+/// whose first is lost, and three duplicate ACKs of it.
+fn ts_burst_then_dupacks(c: u32, s: u32, n: u32) -> TcpState {
     let mut st = TcpState::default();
     let syn = |seq, ack, flags, ts| TcpInfo {
         seq,
@@ -998,12 +995,22 @@ fn a_go_back_n_of_a_whole_window_is_proved_spurious_by_one_echo() {
     analyze(&mut st, 1, 0, &syn(s, c + 1, TCP_SYN | A, (900, 100)), 0, None);
     feed_ts(&mut st, 0, 40, c + 1, s + 1, A, 0, (140, 900));
     feed_ts(&mut st, 0, 41, c + 1, s + 1, PA, 100, (141, 900));
-    for i in 0..101u32 {
+    for i in 0..n {
         feed_ts(&mut st, 1, 42, s + 1 + 1000 * i, c + 101, PA, 1000, (942, 141));
     }
     for k in 0..3 {
         feed_ts(&mut st, 0, 82 + k, c + 101, s + 1, A, 0, (182 + k as u32, 942));
     }
+    st
+}
+
+/// The same with a window of 101 segments (lab axis pool, seed 1, SACK off under BBR: a
+/// timeout's go-back-N resent 78 segments before the first was answered): every resend waits for
+/// its covering ACK however many follow it, so the one ACK proves all 99 duplicates.
+#[test]
+fn a_go_back_n_of_a_whole_window_is_proved_spurious_by_one_echo() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = ts_burst_then_dupacks(c, s, 101);
     for i in 0..100u32 {
         feed_ts(&mut st, 1, 400, s + 1 + 1000 * i, c + 101, PA, 1000, (1300 + i, 184));
     }
@@ -1019,26 +1026,7 @@ fn a_go_back_n_of_a_whole_window_is_proved_spurious_by_one_echo() {
 #[test]
 fn duplicate_acks_echoing_a_go_back_n_resend_take_its_drop_back() {
     let (c, s) = (1_000u32, 5_000u32);
-    let mut st = TcpState::default();
-    let syn = |seq, ack, flags, ts| TcpInfo {
-        seq,
-        ack,
-        flags,
-        window: 65535,
-        header_len: 40,
-        ts: Some(ts),
-        ..TcpInfo::default()
-    };
-    analyze(&mut st, 0, 0, &syn(c, 0, TCP_SYN, (100, 0)), 0, None);
-    analyze(&mut st, 1, 0, &syn(s, c + 1, TCP_SYN | A, (900, 100)), 0, None);
-    feed_ts(&mut st, 0, 40, c + 1, s + 1, A, 0, (140, 900));
-    feed_ts(&mut st, 0, 41, c + 1, s + 1, PA, 100, (141, 900));
-    for i in 0..4u32 {
-        feed_ts(&mut st, 1, 42, s + 1 + 1000 * i, c + 101, PA, 1000, (942, 141));
-    }
-    for k in 0..3 {
-        feed_ts(&mut st, 0, 82 + k, c + 101, s + 1, A, 0, (182 + k as u32, 942));
-    }
+    let mut st = ts_burst_then_dupacks(c, s, 4);
     for (i, tsval) in [1300u32, 1300, 1301].into_iter().enumerate() {
         feed_ts(&mut st, 1, 400, s + 1 + 1000 * i as u32, c + 101, PA, 1000, (tsval, 184));
     }
