@@ -5,7 +5,7 @@
 
 use tailscope_parsers::decode::{TCP_ACK, TCP_SYN};
 
-use super::direction::{sender_and_peer, DataResend, DirSeq, Unacked, MAX_HOLES, MAX_TSVALS};
+use super::direction::{sender_and_peer, CoveredResends, DataResend, DirSeq, Unacked, MAX_HOLES, MAX_TSVALS};
 use super::retransmission::unspurious_stats;
 use super::{Analysis, Segment, TcpState};
 use crate::seq_number::SeqNumber;
@@ -282,7 +282,7 @@ impl TcpState {
         if covered.len() > 1 {
             covered.sort_unstable_by_key(|r| (r.sent, r.seq));
             covered.remove(0);
-            rev.covered_resends = (covered, ack, s.now);
+            rev.covered_resends = CoveredResends { pool: covered, ack, at: s.now };
         }
     }
 
@@ -303,7 +303,7 @@ impl TcpState {
     /// (docs/accuracy.md).
     fn duplicates_answered(&mut self, s: &Segment<'_>) {
         let rev = &mut self.dir[1 - s.dir];
-        let (pool, ack, at) = &mut rev.covered_resends;
+        let CoveredResends { pool, ack, at } = &mut rev.covered_resends;
         if pool.is_empty() || s.seglen != 0 || s.ack != *ack {
             return;
         }

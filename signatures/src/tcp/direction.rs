@@ -120,9 +120,9 @@ pub struct DirSeq {
     /// On a flow without SACK, this direction's data resends until an ACK covers them, for the
     /// Eifel check (RFC 3522) of that ACK's echo (`ack::eifel_data`).
     pub(super) data_resends: VecDeque<DataResend>,
-    /// Without timestamps: the resends the latest ACK covered, all but the first of them (the one
-    /// that filled the hole), with that ACK and when it came (`ack::duplicates_answered`).
-    pub(super) covered_resends: (Vec<DataResend>, u32, i64),
+    /// The resends the latest ACK covered, all but the first of them (the one that filled the
+    /// hole), for the duplicate ACKs that follow (`ack::duplicates_answered`).
+    pub(super) covered_resends: CoveredResends,
     /// RACK (RFC 8985 §6.1): the latest send time of this direction's segments the receiver is
     /// known to have got (SACKed or acknowledged); 0 before any.
     pub(super) delivered_sent_ts: i64,
@@ -179,7 +179,7 @@ impl Default for DirSeq {
             recent_retx: VecDeque::new(),
             fin_resends: Vec::new(),
             data_resends: VecDeque::new(),
-            covered_resends: (Vec::new(), 0, 0),
+            covered_resends: CoveredResends::default(),
             last_advance_ts: None,
             delivered_sent_ts: 0,
             high: 0,
@@ -200,7 +200,7 @@ impl DirSeq {
         self.tsvals = VecDeque::new();
         self.fin_resends = Vec::new();
         self.data_resends = VecDeque::new();
-        self.covered_resends.0 = Vec::new();
+        self.covered_resends.pool = Vec::new();
     }
 
     /// Give back spare capacity worth a reallocation (`ShrinkSpare`), keeping every entry.
@@ -237,6 +237,16 @@ pub(super) struct DataResend {
     /// What this resend marked lost in the policing log (`Pathology::lost`), to take back if
     /// the resend proves spurious.
     pub lost_tx: Option<LostBytes>,
+}
+
+/// Resends one ACK covered on a flow without SACK: each duplicate of that ACK sooner than a
+/// round trip after it answers one of them (`ack::duplicates_answered`).
+#[derive(Debug, Clone, Default)]
+pub(super) struct CoveredResends {
+    pub pool: Vec<DataResend>,
+    /// The covering ACK's number and when it came.
+    pub ack: u32,
+    pub at: i64,
 }
 
 /// Bytes of one logged transmission (`Pathology::sent`'s index) a resend says were lost.
