@@ -229,12 +229,17 @@ impl TcpState {
     /// byte does. So an echo older than the resend's own stamp is an earlier copy's: the bytes
     /// had arrived, the resend was spurious (lab pool, SACK off, seed 1: after an RTO the
     /// go-back-N resent 119 segments the client held already, each called `rto`). Every resend
-    /// the ACK covers is judged by it, and leaves the list.
+    /// the ACK covers is judged by it, and leaves the list. On a flow with SACK the D-SACK is
+    /// the proof, and the echo only proves a resend no D-SACK has (the receiver's ACK carrying
+    /// it lost: CI pool draw0033_loss, loss both ways, a response's tail resent by the timer
+    /// after its ACK was lost, the client's next request echoing the first copy's stamp; called
+    /// `rto` and `tail_loss`).
     fn eifel_data(&mut self, s: &Segment<'_>, out: &mut Analysis) {
         if s.flags & TCP_ACK == 0 {
             return;
         }
         self.duplicates_answered(s);
+        let no_sack = self.no_sack;
         let rev = &mut self.dir[1 - s.dir];
         if rev.data_resends.is_empty() {
             return;
@@ -254,8 +259,8 @@ impl TcpState {
         // bytes had arrived (`duplicates_answered`), proved by the echo or not.
         let mut covered = Vec::with_capacity(answered.len());
         for mut r in answered {
-            let DataResend { seq, end, tsval, tags, delay, lost_tx, .. } = r;
-            let proved = tsval.is_some_and(|t| ecr.is_some_and(|e| SeqNumber(e).before(t)));
+            let DataResend { seq, end, proves_below, tags, delay, lost_tx, .. } = r;
+            let proved = proves_below.is_some_and(|t| ecr.is_some_and(|e| SeqNumber(e).before(t)));
             if proved {
                 r.lost_tx = None;
             }
@@ -263,10 +268,20 @@ impl TcpState {
             if !proved {
                 continue;
             }
-            if let Some(j) = rev.recent_retx.iter().rposition(|r| r.0 == seq && r.1 == end) {
-                rev.recent_retx.remove(j);
+            match rev.recent_retx.iter().rposition(|r| r.0 == seq && r.1 == end) {
+                Some(j) => {
+                    rev.recent_retx.remove(j);
+                }
+                // with SACK: a D-SACK proved it already (or it is too old to be judged)
+                None if !no_sack => continue,
+                None => {}
             }
             unspurious_stats(&mut self.stats, tags, delay, 1 - s.dir, end.wrapping_sub(seq));
+            // as a D-SACK of it would have counted (`dsack`): a fast retransmit's original
+            // arrived after the later data that drew it
+            if !no_sack && tags & RETX_FAST != 0 {
+                self.stats.reordered[1 - s.dir] += 1;
+            }
             // the original arrived: not a drop for the policing fit (a NewReno go-back-N after a
             // timeout resends what the policer had passed; lab pool seed 117, SACK off behind a
             // policer: 528 resends for 275 drops, no fit)
@@ -279,7 +294,7 @@ impl TcpState {
                 out.also_proved_spurious.push(((1 - s.dir) as u8, seq));
             }
         }
-        if covered.len() > 1 {
+        if covered.len() > 1 && no_sack {
             covered.sort_unstable_by_key(|r| (r.sent, r.seq));
             covered.remove(0);
             rev.covered_resends = CoveredResends { pool: covered, ack, at: s.now };

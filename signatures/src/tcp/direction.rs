@@ -231,6 +231,13 @@ pub(super) struct DataResend {
     pub end: u32,
     /// Its TSval; None on a flow without timestamps.
     pub tsval: Option<u32>,
+    /// An echo before this stamp in the ACK that first covers the resend proves it spurious
+    /// (`ack::eifel_data`): the resend's own stamp without SACK; with SACK, one past the stamp
+    /// of the copy it repeats (a Linux receiver moves TS.Recent only for a segment at the point
+    /// it last acknowledged, so one arriving right behind the segment that filled the hole
+    /// leaves that segment's stamp in the echo: CI pool draw0037_policing, a fast retransmit
+    /// 1 ms after the previous one, covered by an ACK echoing the previous one's stamp).
+    pub proves_below: Option<u32>,
     pub tags: u32,
     pub delay: i64,
     pub sent: i64,

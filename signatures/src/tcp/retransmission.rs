@@ -290,20 +290,29 @@ impl TcpState {
         };
         // Without SACK no D-SACK will come for data either: the echo in the ACK that first covers
         // the resend tells, or without timestamps the duplicate ACKs that follow it
-        // (`ack::eifel_data`, `ack::duplicates_answered`).
-        if self.no_sack && seglen > 0 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
+        // (`ack::eifel_data`, `ack::duplicates_answered`). With SACK the echo tells when the
+        // D-SACK does not come (the ACK carrying it lost on the way back).
+        let echo_tells = self.no_sack || s.tcp.ts.is_some();
+        if echo_tells && seglen > 0 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
             if fwd.data_resends.len() >= MAX_DATA_RESENDS {
                 fwd.data_resends.pop_front();
             }
             let (end, tsval) = (seq.wrapping_add(seglen), s.tcp.ts.map(|t| t.0));
+            let proves_below = if self.no_sack {
+                tsval
+            } else {
+                fwd.segments.latest_covering(seq).and_then(|u| u.tsval).map(|t| t.wrapping_add(1))
+            };
             fwd.data_resends.push_back(DataResend {
                 seq,
                 end,
                 tsval,
+                proves_below,
                 tags: *ta,
                 delay: now - first_ts,
                 sent: now,
-                lost_tx,
+                // what a D-SACK proves is not taken back from the policing fit either
+                lost_tx: lost_tx.filter(|_| self.no_sack),
             });
         }
         // One that has closed sends none; the echo in the ACK that covers the FIN then tells

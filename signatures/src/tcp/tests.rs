@@ -932,8 +932,7 @@ fn a_quick_ack_of_an_original_older_than_a_round_trip_and_srtt_proves_nothing() 
 /// go-back-N resends the first three. The first resend fills the hole: the ACK it draws covers
 /// all three and echoes its stamp (1300), older than the others' (1301, 1302), which the client
 /// had already: spurious, both proved by that one ACK, and neither original a drop for the
-/// policing fit. The first resend, echoed with its own stamp, repaired a loss. With SACK offered
-/// in the handshake the echo proves nothing here (the D-SACK is the proof).
+/// policing fit. The first resend, echoed with its own stamp, repaired a loss.
 #[test]
 fn a_go_back_n_resend_without_sack_is_proved_spurious_by_the_echo() {
     let (c, s) = (1_000u32, 5_000u32);
@@ -973,9 +972,72 @@ fn a_go_back_n_resend_without_sack_is_proved_spurious_by_the_echo() {
     // and the policing fit counts one drop, not three
     assert_eq!(st.path.tx.iter().filter(|t| t.lost).count(), 1);
     assert!(st.path.tx[0].lost);
+    // With SACK an echo proves a resend only when older than the copy it repeats
+    // (`DataResend::proves_below`): the first resend's stamp proves nothing there, the D-SACKs
+    // of the duplicates are the proof
     let (st, ack) = run(true);
     assert_eq!(ack.proved_spurious, [None, None]);
     assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (3, 0));
+}
+
+/// CI pool draw0033_loss (loss both ways, SACK and timestamps): a response's last segment
+/// arrives, the client's ACK of it is lost, the timer resends it, and the client's ACK of the
+/// duplicate (its D-SACK) is lost too. The client's next request covers the resend echoing the
+/// first copy's stamp: the resend was spurious, and no tail loss. Where the D-SACK came, it is
+/// the proof and the echo after it proves nothing more; an echo of the resend's own stamp, or
+/// of one between the two copies (a segment the receiver took just before the resend), proves
+/// nothing.
+#[test]
+fn a_resend_whose_dsack_was_lost_is_proved_spurious_by_the_echo() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let pkt = |seq, ack, flags, ts, sack: &[(u32, u32)]| {
+        let mut t = TcpInfo {
+            seq,
+            ack,
+            flags,
+            window: 65535,
+            header_len: 44,
+            ts: Some(ts),
+            sack_permitted: flags & TCP_SYN != 0,
+            ..TcpInfo::default()
+        };
+        for (i, b) in sack.iter().enumerate() {
+            t.sack[i] = *b;
+        }
+        t.sack_count = sack.len() as u8;
+        t
+    };
+    let run = |dsack: bool, echo: u32| {
+        let mut st = TcpState::default();
+        analyze(&mut st, 0, 0, &pkt(c, 0, TCP_SYN, (100, 0), &[]), 0, None);
+        analyze(&mut st, 1, 0, &pkt(s, c + 1, TCP_SYN | A, (900, 100), &[]), 0, None);
+        analyze(&mut st, 0, 40 * MS, &pkt(c + 1, s + 1, A, (140, 900), &[]), 0, None);
+        analyze(&mut st, 0, 41 * MS, &pkt(c + 1, s + 1, PA, (141, 900), &[]), 100, None);
+        analyze(&mut st, 1, 42 * MS, &pkt(s + 1, c + 101, PA, (942, 141), &[]), 1000, None);
+        analyze(&mut st, 1, 42 * MS, &pkt(s + 1001, c + 101, PA, (942, 141), &[]), 433, None);
+        analyze(&mut st, 0, 82 * MS, &pkt(c + 101, s + 1001, A, (182, 942), &[]), 0, None);
+        let resend = analyze(&mut st, 1, 400 * MS, &pkt(s + 1001, c + 101, PA, (1300, 182), &[]), 433, None);
+        assert_eq!((cause(&resend), resend.tags & TAIL_LOSS), (Some("rto"), TAIL_LOSS));
+        let mut proved = 0;
+        if dsack {
+            let d = analyze(
+                &mut st,
+                0,
+                440 * MS,
+                &pkt(c + 101, s + 1434, A, (240, echo), &[(s + 1001, s + 1434)]),
+                0,
+                None,
+            );
+            proved += u32::from(d.proved_spurious[1].is_some());
+        }
+        let request = analyze(&mut st, 0, 500 * MS, &pkt(c + 101, s + 1434, PA, (300, echo), &[]), 100, None);
+        proved += u32::from(request.proved_spurious[1].is_some());
+        (proved, st.stats.retx_rto, st.stats.retx_spurious, st.stats.tail_losses)
+    };
+    assert_eq!(run(false, 942), (1, 0, 1, 0));
+    assert_eq!(run(true, 942), (1, 0, 1, 0));
+    assert_eq!(run(false, 1300), (0, 1, 0, 1));
+    assert_eq!(run(false, 1299), (0, 1, 0, 1));
 }
 
 /// A handshake with timestamps and without SACK, a request, a burst of `n` 1000-byte segments
