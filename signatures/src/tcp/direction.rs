@@ -117,8 +117,9 @@ pub struct DirSeq {
     /// The resends of this direction's bare FIN, until an ACK covers it: (seq, TSval, tags,
     /// delay) each, for the Eifel check (RFC 3522) of that ACK's echo.
     pub(super) fin_resends: Vec<(u32, u32, u32, i64)>,
-    /// On a flow without SACK, this direction's data resends until an ACK covers them, for the
-    /// Eifel check (RFC 3522) of that ACK's echo (`ack::eifel_data`).
+    /// This direction's data resends until an ACK covers them, for the Eifel check (RFC 3522) of
+    /// that ACK's echo (`ack::eifel_data`): on a flow without SACK, and on one with SACK and
+    /// timestamps (for a resend whose D-SACK never comes).
     pub(super) data_resends: VecDeque<DataResend>,
     /// The resends the latest ACK covered, all but the first of them (the one that filled the
     /// hole), for the duplicate ACKs that follow (`ack::duplicates_answered`).

@@ -278,9 +278,11 @@ impl TcpState {
             }
             fwd.recent_retx.push_back((seq, seq.wrapping_add(span), *ta, now - first_ts, now));
         }
-        // The latest transmission of these bytes is the one that was lost.
+        // The latest transmission of these bytes: the one that was lost, and the copy this one
+        // repeats.
+        let previous = fwd.segments.latest_covering(seq).copied();
         let lost_tx = if s.dir == 1 && cause & (RETX_SPURIOUS | RETX_NETWORK_DUPLICATE) == 0 {
-            fwd.segments.latest_covering(seq).and_then(|u| {
+            previous.and_then(|u| {
                 let offset = seq.wrapping_sub(u.seq);
                 let len = seglen.min(u.len.saturating_sub(offset)).max(1);
                 u.tx_idx.map(|idx| LostBytes { tx: idx, offset, len })
@@ -298,11 +300,8 @@ impl TcpState {
                 fwd.data_resends.pop_front();
             }
             let (end, tsval) = (seq.wrapping_add(seglen), s.tcp.ts.map(|t| t.0));
-            let proves_below = if self.no_sack {
-                tsval
-            } else {
-                fwd.segments.latest_covering(seq).and_then(|u| u.tsval).map(|t| t.wrapping_add(1))
-            };
+            let proves_below =
+                if self.no_sack { tsval } else { previous.and_then(|u| u.tsval).map(|t| t.wrapping_add(1)) };
             fwd.data_resends.push_back(DataResend {
                 seq,
                 end,
