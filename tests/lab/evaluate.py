@@ -298,7 +298,7 @@ FLOW_SIGS = [
     ("synack_loss", TARGET, ""),
     ("reordering", TARGET, "relay hold overtaken by later data, either direction"),
     ("policing", TARGET, "relay token bucket dropped >= 10 of the flow's packets (1-9: not scored; truth.POLICING_MIN_DROPS)"),
-    ("bufferbloat", TARGET, "p95 RTT (base + true queueing delay) >= 1.3x base and >= 20 ms over it"),
+    ("bufferbloat", TARGET, "p95 RTT (base + true queueing delay) >= 1.3x its p10 and >= 20 ms over it"),
 ]
 CAUSES = ["rto", "fast_retransmit", "tlp", "spurious"]
 CAUSE_TARGET = {"rto": TARGET, "fast_retransmit": TARGET}
