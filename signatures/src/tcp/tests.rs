@@ -720,6 +720,42 @@ fn burst_then_dupacks(st: &mut TcpState, c: u32, s: u32, n: u32, dupacks: i64) {
     }
 }
 
+/// Unseen pool seed 254 (Reno behind a 200 ms queue, a 130-195 ms smoothed RTT): a burst is
+/// lost but its last segment; two smoothed RTTs after the burst - past three
+/// quarters of the RTO estimate - the sender resends the highest segment. Linux's RTO would
+/// resend the first unacknowledged one; the tail is the loss probe's, which Linux arms no later
+/// than the RTO. The probe's SACK then reveals the hole, and its prompt resend is a fast
+/// retransmit, not an RTO's loss-state resend. The head resent at the same moment is the RTO;
+/// the tail resent much later than a probe waits is left to the timer.
+#[test]
+fn a_resend_of_the_highest_segment_two_rtts_after_the_burst_is_a_loss_probe() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let mut st = TcpState::default();
+    feed(&mut st, 0, 0, c, 0, TCP_SYN, 0, 65535, None);
+    feed(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, 65535, None);
+    feed(&mut st, 0, 150, c + 1, s + 1, A, 0, 65535, None);
+    feed(&mut st, 0, 151, c + 1, s + 1, PA, 100, 65535, None);
+    // Ten segments one round trip apart settle the RTT at 150 ms (the RTO estimate near 350).
+    for i in 0..10u32 {
+        feed(&mut st, 1, 160 + 150 * i64::from(i), s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+        feed(&mut st, 0, 310 + 150 * i64::from(i), c + 101, s + 1001 + 1000 * i, A, 0, 65535, None);
+    }
+    let base = s + 10_001;
+    for i in 0..5u32 {
+        feed(&mut st, 1, 1_800, base + 1000 * i, c + 101, PA, 1000, 65535, None);
+    }
+    let (mut head, mut late) = (st.clone(), st.clone());
+    let probe = feed(&mut st, 1, 2_100, base + 4000, c + 101, PA, 1000, 65535, None);
+    assert_eq!(cause(&probe), Some("tlp"));
+    feed_sack(&mut st, 0, 2_250, c + 101, base, &[(base + 4000, base + 5000)]);
+    let hole = feed(&mut st, 1, 2_251, base, c + 101, PA, 1000, 65535, None);
+    assert_eq!(cause(&hole), Some("fast_retransmit"));
+    let rto = feed(&mut head, 1, 2_100, base, c + 101, PA, 1000, 65535, None);
+    assert_eq!(cause(&rto), Some("rto"));
+    let timer = feed(&mut late, 1, 2_600, base + 4000, c + 101, PA, 1000, 65535, None);
+    assert_eq!(cause(&timer), Some("rto"));
+}
+
 /// NewReno recovery without SACK: the hole's fast retransmit is lost too, the sender keeps
 /// sending new data as duplicate ACKs come (which does not re-arm Linux's timer while older
 /// data is outstanding), and the timer resends the hole again 400 ms after its first resend:
