@@ -282,6 +282,8 @@ pub struct QueryTracker {
     request_since: Option<i64>,
     /// The flow's latest RTT sample towards the client.
     last_rtt_ns: Option<i64>,
+    /// The smaller of its latest two: the round trip the path takes now, queue included.
+    recent_rtt_ns: Option<i64>,
 }
 
 /// The most client bytes a server's ACK may cover unseen and still count as a request.
@@ -484,6 +486,7 @@ impl QueryTracker {
         // One delayed ACK inflates one sample: a queue shows in two in a row.
         let rtt = s.rtt_ns.map(|r| self.last_rtt_ns.map_or(r, |p| p.min(r)));
         self.last_rtt_ns = s.rtt_ns.or(self.last_rtt_ns);
+        self.recent_rtt_ns = rtt.or(self.recent_rtt_ns);
         let decides =
             s.c2s && s.seglen > 0 && self.tls.is_none() && self.stream_start.map_or(s.new_data > 0, |b| b == s.seq);
         if decides {
@@ -518,7 +521,7 @@ impl QueryTracker {
                 let mut delivered = None;
                 if let Some(q) = self.take_unless_handshake() {
                     let mut q = q;
-                    late_ack(&mut q, s, control);
+                    late_ack(&mut q, s, control, self.recent_rtt_ns);
                     delivered = q.acked_ns;
                     if settled(&q) {
                         self.ready.push(q);
@@ -852,13 +855,17 @@ fn window_held(q: &mut Query, s: &Seen) {
 }
 
 /// The client's next request acknowledges the previous response: its own ACK was lost (or
-/// delayed into the request). It was delivered about a minimum RTT after its last byte left.
+/// delayed into the request). It was delivered about a round trip after its last byte left: the
+/// round trip the path took then (`recent_rtt`, the smaller of the latest two samples), not its
+/// minimum - a bulk response's last segments wait longest in a queue it built (unseen pool seed
+/// 222, BBR behind a 155 ms queue: a 265 kB response's ACK went with the next request, and the
+/// minimum RTT ended the response 160 ms before its last segment could have arrived).
 /// A control record (`control_record`) is no next request but the client's reaction to reading
 /// the response (HTTP/2's WINDOW_UPDATE): its ACK is as timely as a bare one. Estimated instead,
 /// the delivery missed the queue the response met (two-stack lab stack0029_queue: 345 ms against
 /// the client's 463), and the WINDOW_UPDATE, now "long after" it, opened the next exchange in
 /// place of the request 50 ms later.
-fn late_ack(q: &mut Query, s: &Seen, control: bool) {
+fn late_ack(q: &mut Query, s: &Seen, control: bool, recent_rtt: Option<i64>) {
     if !s.c2s || q.acked_ns.is_some() || q.first_byte_ns.is_none() {
         return;
     }
@@ -867,7 +874,7 @@ fn late_ack(q: &mut Query, s: &Seen, control: bool) {
             q.acked_ns = Some(if control {
                 delivered(q, s.ts_ns, end, s.rtt_min_ns)
             } else {
-                match (q.last_activity_ns(), s.rtt_min_ns) {
+                match (q.last_activity_ns(), recent_rtt.or(s.rtt_min_ns)) {
                     (Some(last), Some(rtt)) => (last + rtt).min(s.ts_ns),
                     _ => s.ts_ns,
                 }
@@ -1012,6 +1019,30 @@ mod tests {
         assert!((82 * MS..=83 * MS).contains(&q.end_ns()), "{}", q.end_ns());
         let q = response_with_last_ack(90); // 8 ms later: no delayed ACK to undo
         assert_eq!(q.end_ns(), 90 * MS);
+    }
+
+    /// Unseen pool seed 222 (BBR behind a 155 ms queue): the client's ACK of a response's end went
+    /// with its next request. The response was delivered a round trip after its last segment
+    /// left - the round trip its RTT samples showed then (200 ms, queue included), not the
+    /// path's minimum (40 ms), which ended it before its last segment could have arrived.
+    #[test]
+    fn an_ack_delayed_into_the_next_request_ends_the_response_a_current_round_trip_after_it() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&seen(true, 40, 100, 300, true, 500));
+        for i in 0..10 {
+            t.observe(&Seen {
+                server_next_seq: 500 + (i + 1) * 1448,
+                ..seen(false, 41, 500 + i * 1448, 1448, true, 400)
+            });
+        }
+        for i in 1..=4 {
+            let ack = seen(true, 240 + i64::from(i), 400, 0, false, 500 + i * 2 * 1448);
+            t.observe(&Seen { rtt_ns: Some(200 * MS), ..ack });
+        }
+        t.observe(&seen(true, 1_000, 400, 300, true, 500 + 10 * 1448));
+        t.close();
+        assert_eq!(t.done.remove(0).end_ns(), 241 * MS);
     }
 
     /// A capture above TSO/GSO: the response leaves as three 20,000-byte super-segments (the
