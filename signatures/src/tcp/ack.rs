@@ -259,7 +259,7 @@ impl TcpState {
         // bytes had arrived (`duplicates_answered`), proved by the echo or not.
         let mut covered = Vec::with_capacity(answered.len());
         for mut r in answered {
-            let DataResend { seq, end, proves_below, tags, delay, lost_tx, .. } = r;
+            let DataResend { seq, end, proves_below, tags, delay, lost_tx, sent, .. } = r;
             let proved = proves_below.is_some_and(|t| ecr.is_some_and(|e| SeqNumber(e).before(t)));
             if proved {
                 r.lost_tx = None;
@@ -268,13 +268,22 @@ impl TcpState {
             if !proved {
                 continue;
             }
-            match rev.recent_retx.iter().rposition(|r| r.0 == seq && r.1 == end) {
-                Some(j) => {
+            if no_sack {
+                if let Some(j) = rev.recent_retx.iter().rposition(|r| r.0 == seq && r.1 == end) {
                     rev.recent_retx.remove(j);
                 }
-                // with SACK: a D-SACK proved it already (or it is too old to be judged)
-                None if !no_sack => continue,
-                None => {}
+            } else {
+                // With SACK, this very copy, and kept, marked proved: the D-SACK of the duplicate
+                // the echo proved may still come, and must not prove another copy of the same
+                // bytes (unseen pool seed 201, draw0201_loss port 49306: a fast retransmit, then
+                // two timer resends; the first D-SACK proved the last, the echo the middle one,
+                // and the second D-SACK - the middle one's - the fast retransmit that had filled
+                // the hole). `dsack` takes a marked copy without counting it again.
+                match rev.recent_retx.iter_mut().rfind(|r| r.0 == seq && r.4 == sent && r.2 & RETX_SPURIOUS == 0) {
+                    Some(r) => r.2 |= RETX_SPURIOUS,
+                    // a D-SACK proved it already (or it is too old to be judged)
+                    None => continue,
+                }
             }
             unspurious_stats(&mut self.stats, tags, delay, 1 - s.dir, end.wrapping_sub(seq));
             // as a D-SACK of it would have counted (`dsack`): a fast retransmit's original

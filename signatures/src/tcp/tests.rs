@@ -1016,6 +1016,52 @@ fn a_go_back_n_resend_without_sack_is_proved_spurious_by_the_echo() {
     assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (3, 0));
 }
 
+/// Unseen pool seed 201, draw0201_loss port 49306 (SACK and timestamps): the first segment of a
+/// response is lost, the SACK of the second drives its fast retransmit, which arrives - but the
+/// client's ACKs are lost, and the timer resends the segment twice. The first ACK to get back
+/// D-SACKs one duplicate and echoes the fast retransmit's stamp (it filled the hole); the next
+/// D-SACKs the other. Two resends were spurious, and the fast retransmit was not: the echo's
+/// proof and the second D-SACK report the same duplicate.
+#[test]
+fn an_echo_and_a_dsack_of_the_same_duplicate_prove_one_resend() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let pkt = |seq, ack, flags, ts, sack: &[(u32, u32)]| {
+        let mut t = TcpInfo {
+            seq,
+            ack,
+            flags,
+            window: 65535,
+            header_len: 44,
+            ts: Some(ts),
+            sack_permitted: flags & TCP_SYN != 0,
+            ..TcpInfo::default()
+        };
+        for (i, b) in sack.iter().enumerate() {
+            t.sack[i] = *b;
+        }
+        t.sack_count = sack.len() as u8;
+        t
+    };
+    let mut st = TcpState::default();
+    analyze(&mut st, 0, 0, &pkt(c, 0, TCP_SYN, (100, 0), &[]), 0, None);
+    analyze(&mut st, 1, 0, &pkt(s, c + 1, TCP_SYN | A, (900, 100), &[]), 0, None);
+    analyze(&mut st, 0, 40 * MS, &pkt(c + 1, s + 1, A, (140, 900), &[]), 0, None);
+    analyze(&mut st, 0, 41 * MS, &pkt(c + 1, s + 1, PA, (141, 900), &[]), 100, None);
+    analyze(&mut st, 1, 42 * MS, &pkt(s + 1, c + 101, PA, (942, 141), &[]), 1000, None);
+    analyze(&mut st, 1, 42 * MS, &pkt(s + 1001, c + 101, PA, (942, 141), &[]), 1000, None);
+    analyze(&mut st, 0, 82 * MS, &pkt(c + 101, s + 1, A, (182, 942), &[(s + 1001, s + 2001)]), 0, None);
+    let fast = analyze(&mut st, 1, 83 * MS, &pkt(s + 1, c + 101, PA, (983, 182), &[]), 1000, None);
+    assert_eq!(cause(&fast), Some("fast_retransmit"));
+    analyze(&mut st, 1, 400 * MS, &pkt(s + 1, c + 101, PA, (1300, 182), &[]), 1000, None);
+    analyze(&mut st, 1, 800 * MS, &pkt(s + 1, c + 101, PA, (1700, 182), &[]), 1000, None);
+    let dup = [(s + 1, s + 1001)];
+    let first = analyze(&mut st, 0, 840 * MS, &pkt(c + 101, s + 2001, A, (580, 983), &dup), 0, None);
+    assert!(first.proved_spurious[1].is_some());
+    let second = analyze(&mut st, 0, 841 * MS, &pkt(c + 101, s + 2001, A, (581, 983), &dup), 0, None);
+    assert_eq!(second.proved_spurious[1], None, "the echo proved that duplicate already");
+    assert_eq!((st.stats.retx_fast, st.stats.retx_spurious), (1, 2));
+}
+
 /// CI pool draw0033_loss (loss both ways, SACK and timestamps): a response's last segment
 /// arrives, the client's ACK of it is lost, the timer resends it, and the client's ACK of the
 /// duplicate (its D-SACK) is lost too. The client's next request covers the resend echoing the
