@@ -991,12 +991,9 @@ mod tests {
         t.observe(&seen(true, 40, 100, 0, false, 500));
     }
 
-    /// A response of 10 full segments and a lone 720-byte last one, sent at 41 ms; the client
-    /// ACKs every second segment as they arrive (80-82 ms), then the lone last one after
-    /// `last_ack_ms` (its delayed-ACK timer, or at once).
-    fn response_with_last_ack(last_ack_ms: i64) -> Query {
-        let mut t = QueryTracker::default();
-        handshake(&mut t);
+    /// The handshake, a 300-byte request at 40 ms and ten full segments of its response at 41 ms.
+    fn request_and_ten_segments(t: &mut QueryTracker) {
+        handshake(t);
         t.observe(&seen(true, 40, 100, 300, true, 500));
         for i in 0..10 {
             t.observe(&Seen {
@@ -1004,6 +1001,14 @@ mod tests {
                 ..seen(false, 41, 500 + i * 1448, 1448, true, 400)
             });
         }
+    }
+
+    /// A response of 10 full segments and a lone 720-byte last one, sent at 41 ms; the client
+    /// ACKs every second segment as they arrive (80-82 ms), then the lone last one after
+    /// `last_ack_ms` (its delayed-ACK timer, or at once).
+    fn response_with_last_ack(last_ack_ms: i64) -> Query {
+        let mut t = QueryTracker::default();
+        request_and_ten_segments(&mut t);
         t.observe(&seen(false, 41, 500 + 10 * 1448, 720, true, 400));
         for i in 1..=5 {
             t.observe(&seen(true, 80 + i * 2 / 5, 400, 0, false, 500 + i as u32 * 2 * 1448));
@@ -1028,14 +1033,7 @@ mod tests {
     #[test]
     fn an_ack_delayed_into_the_next_request_ends_the_response_a_current_round_trip_after_it() {
         let mut t = QueryTracker::default();
-        handshake(&mut t);
-        t.observe(&seen(true, 40, 100, 300, true, 500));
-        for i in 0..10 {
-            t.observe(&Seen {
-                server_next_seq: 500 + (i + 1) * 1448,
-                ..seen(false, 41, 500 + i * 1448, 1448, true, 400)
-            });
-        }
+        request_and_ten_segments(&mut t);
         for i in 1..=4 {
             let ack = seen(true, 240 + i64::from(i), 400, 0, false, 500 + i * 2 * 1448);
             t.observe(&Seen { rtt_ns: Some(200 * MS), ..ack });

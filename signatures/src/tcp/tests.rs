@@ -1016,6 +1016,36 @@ fn a_go_back_n_resend_without_sack_is_proved_spurious_by_the_echo() {
     assert_eq!((st.stats.retx_rto, st.stats.retx_spurious), (3, 0));
 }
 
+/// A packet with timestamps `ts` (TSval, TSecr), these SACK blocks, SACK offered on a SYN.
+fn pkt(seq: u32, ack: u32, flags: u16, ts: (u32, u32), sack: &[(u32, u32)]) -> TcpInfo {
+    let mut t = TcpInfo {
+        seq,
+        ack,
+        flags,
+        window: 65535,
+        header_len: 44,
+        ts: Some(ts),
+        sack_permitted: flags & TCP_SYN != 0,
+        ..TcpInfo::default()
+    };
+    for (i, b) in sack.iter().enumerate() {
+        t.sack[i] = *b;
+    }
+    t.sack_count = sack.len() as u8;
+    t
+}
+
+/// A handshake offering SACK and timestamps at 0-40 ms (client TSval 100 then 140, server
+/// 900) and a 100-byte request at 41 ms.
+fn ts_sack_handshake_and_request(c: u32, s: u32) -> TcpState {
+    let mut st = TcpState::default();
+    analyze(&mut st, 0, 0, &pkt(c, 0, TCP_SYN, (100, 0), &[]), 0, None);
+    analyze(&mut st, 1, 0, &pkt(s, c + 1, TCP_SYN | A, (900, 100), &[]), 0, None);
+    analyze(&mut st, 0, 40 * MS, &pkt(c + 1, s + 1, A, (140, 900), &[]), 0, None);
+    analyze(&mut st, 0, 41 * MS, &pkt(c + 1, s + 1, PA, (141, 900), &[]), 100, None);
+    st
+}
+
 /// Unseen pool seed 201, draw0201_loss port 49306 (SACK and timestamps): the first segment of a
 /// response is lost, the SACK of the second drives its fast retransmit, which arrives - but the
 /// client's ACKs are lost, and the timer resends the segment twice. The first ACK to get back
@@ -1025,28 +1055,7 @@ fn a_go_back_n_resend_without_sack_is_proved_spurious_by_the_echo() {
 #[test]
 fn an_echo_and_a_dsack_of_the_same_duplicate_prove_one_resend() {
     let (c, s) = (1_000u32, 5_000u32);
-    let pkt = |seq, ack, flags, ts, sack: &[(u32, u32)]| {
-        let mut t = TcpInfo {
-            seq,
-            ack,
-            flags,
-            window: 65535,
-            header_len: 44,
-            ts: Some(ts),
-            sack_permitted: flags & TCP_SYN != 0,
-            ..TcpInfo::default()
-        };
-        for (i, b) in sack.iter().enumerate() {
-            t.sack[i] = *b;
-        }
-        t.sack_count = sack.len() as u8;
-        t
-    };
-    let mut st = TcpState::default();
-    analyze(&mut st, 0, 0, &pkt(c, 0, TCP_SYN, (100, 0), &[]), 0, None);
-    analyze(&mut st, 1, 0, &pkt(s, c + 1, TCP_SYN | A, (900, 100), &[]), 0, None);
-    analyze(&mut st, 0, 40 * MS, &pkt(c + 1, s + 1, A, (140, 900), &[]), 0, None);
-    analyze(&mut st, 0, 41 * MS, &pkt(c + 1, s + 1, PA, (141, 900), &[]), 100, None);
+    let mut st = ts_sack_handshake_and_request(c, s);
     analyze(&mut st, 1, 42 * MS, &pkt(s + 1, c + 101, PA, (942, 141), &[]), 1000, None);
     analyze(&mut st, 1, 42 * MS, &pkt(s + 1001, c + 101, PA, (942, 141), &[]), 1000, None);
     analyze(&mut st, 0, 82 * MS, &pkt(c + 101, s + 1, A, (182, 942), &[(s + 1001, s + 2001)]), 0, None);
@@ -1072,29 +1081,8 @@ fn an_echo_and_a_dsack_of_the_same_duplicate_prove_one_resend() {
 #[test]
 fn a_resend_whose_dsack_was_lost_is_proved_spurious_by_the_echo() {
     let (c, s) = (1_000u32, 5_000u32);
-    let pkt = |seq, ack, flags, ts, sack: &[(u32, u32)]| {
-        let mut t = TcpInfo {
-            seq,
-            ack,
-            flags,
-            window: 65535,
-            header_len: 44,
-            ts: Some(ts),
-            sack_permitted: flags & TCP_SYN != 0,
-            ..TcpInfo::default()
-        };
-        for (i, b) in sack.iter().enumerate() {
-            t.sack[i] = *b;
-        }
-        t.sack_count = sack.len() as u8;
-        t
-    };
     let run = |dsack: bool, echo: u32| {
-        let mut st = TcpState::default();
-        analyze(&mut st, 0, 0, &pkt(c, 0, TCP_SYN, (100, 0), &[]), 0, None);
-        analyze(&mut st, 1, 0, &pkt(s, c + 1, TCP_SYN | A, (900, 100), &[]), 0, None);
-        analyze(&mut st, 0, 40 * MS, &pkt(c + 1, s + 1, A, (140, 900), &[]), 0, None);
-        analyze(&mut st, 0, 41 * MS, &pkt(c + 1, s + 1, PA, (141, 900), &[]), 100, None);
+        let mut st = ts_sack_handshake_and_request(c, s);
         analyze(&mut st, 1, 42 * MS, &pkt(s + 1, c + 101, PA, (942, 141), &[]), 1000, None);
         analyze(&mut st, 1, 42 * MS, &pkt(s + 1001, c + 101, PA, (942, 141), &[]), 433, None);
         analyze(&mut st, 0, 82 * MS, &pkt(c + 101, s + 1001, A, (182, 942), &[]), 0, None);
