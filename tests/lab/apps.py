@@ -14,7 +14,9 @@ response 2" (tracker.py).
 
 The server's LOG gets one `tcp_info` record per connection, read from the kernel (TCP_INFO) when
 the client has closed: 5-tuple as the client logs it, and the counters a second truth is made of
-(TCP_INFO_FIELDS: retransmissions, timeouts, bytes resent, receiver-limited time).
+(TCP_INFO_FIELDS: retransmissions, timeouts, bytes resent, receiver-limited time). For
+diagnosis, TAILSCOPE_LAB_TCP_INFO_POLL=PATH also logs each connection's tcp_info as it changes
+(POLL_FIELDS).
 
 A plan's optional `reader` makes the client a slow reader (draws.py "slow reader"):
 {"rcvbuf": B, "every_bytes": N, "pause_s": T} sets SO_RCVBUF to B before connect (the kernel
@@ -34,6 +36,7 @@ the same clock as the relay log and tcpdump's timestamps.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import struct
@@ -135,6 +138,7 @@ def _serve_conn(s: socket.socket, stop: threading.Event, cc: str | None, log: _L
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     set_cc(s, cc)                # normally inherited from the listener; be sure
     s.settimeout(60)
+    _poll_tcp_info(s)
     try:
         while not stop.is_set():
             try:
@@ -161,6 +165,41 @@ def _serve_conn(s: socket.socket, stop: threading.Event, cc: str | None, log: _L
             except OSError:
                 pass
         s.close()
+
+
+# Diagnostic, off by default: TAILSCOPE_LAB_TCP_INFO_POLL=PATH makes the server append, per
+# connection, a record each time these tcp_info fields change (polled every 0.5 ms), so the kernel's
+# receiver-limited time can be laid against a capture interval by interval (docs/accuracy.md,
+# "Receiver-limited time"). The chrono fields move in whole jiffies (4 ms at HZ=250).
+POLL_FIELDS = {
+    "rwnd_limited_us": (176, "Q"), "busy_time_us": (168, "Q"), "snd_cwnd": (80, "I"),
+    "unacked": (24, "I"), "sacked": (28, "I"), "lost": (32, "I"), "retrans": (36, "I"),
+    "snd_wnd": (228, "I"), "bytes_acked": (120, "Q"), "bytes_sent": (200, "Q"),
+}
+POLL_ENV = "TAILSCOPE_LAB_TCP_INFO_POLL"
+
+
+def _poll_tcp_info(s: socket.socket) -> None:
+    path = os.environ.get(POLL_ENV)
+    if not path:
+        return
+
+    def run() -> None:
+        last = None
+        with open(path, "a") as out:
+            try:
+                port = s.getpeername()[1]
+                while True:
+                    raw = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LEN)
+                    now = {k: struct.unpack_from("=" + f, raw, o)[0] for k, (o, f) in POLL_FIELDS.items()
+                           if o + struct.calcsize(f) <= len(raw)}
+                    if now != last:
+                        out.write(json.dumps({"sport": port, "t_ns": time.time_ns(), **now}) + "\n")
+                        last = now
+                    time.sleep(0.0005)
+            except OSError:                          # closed: the connection is over
+                pass
+    threading.Thread(target=run, daemon=True).start()
 
 
 # -- client -------------------------------------------------------------------
