@@ -92,6 +92,14 @@ pub struct InferredQueries {
     /// (see `server`), sent at these times.
     resending: bool,
     after_ack: Vec<i64>,
+    /// That re-send came after the client had acknowledged the response: the network may only
+    /// have held the packet back. A client packet too soon after the re-send to acknowledge it
+    /// then acknowledges the held original (`client`), and once one did (`original_delivered`)
+    /// the re-send's own ACK is no later end: the client had the response before.
+    resend_over_ack: bool,
+    original_delivered: bool,
+    /// The response's last data packet before that re-send.
+    last_before_resend_ns: Option<i64>,
     server_max: u32,
     last_client_ns: Option<i64>,
     /// The latest client packet taken for ACK-only or control (its size; the largest of the
@@ -328,9 +336,24 @@ impl InferredQueries {
         // late, after the run of ACKs of the packets before it.
         let floor = self.ack_floor(rtt);
         let window = rtt.filter(|_| floor > 0).map_or(0, |r| 2 * r + MAX_ACK_DELAY_NS);
+        let (resend_over_ack, original_delivered) = (self.resend_over_ack, self.original_delivered);
+        let before_resend = self.last_before_resend_ns;
         let q = self.current.as_mut().expect("checked above");
         let in_run = q.acked_ns.is_some() && prev_client.is_some_and(|p| ts - p <= ACK_RUN_GAP_NS);
         let since_last = q.last_byte_ns.map(|t| ts - t);
+        let early = since_last.is_some_and(|d| d < floor);
+        // A re-send after the client's ACKs, and a client packet too soon to acknowledge it: the
+        // network held the original back and this acknowledges it (quic-go under reordering
+        // re-sends a held packet's frames on the ACK showing the hole; the client's ACK of the
+        // held original came 21 ms after the re-send on a 62 ms path, and the response ran on to
+        // the re-send plus a round trip, 40-51 ms late: two-stack lab stack0007_reordering).
+        let original = q.acked_ns.is_none()
+            && resend_over_ack
+            && early
+            && before_resend.zip(rtt).is_some_and(|(b, r)| ts - b >= r);
+        if original_delivered && !early {
+            return;
+        }
         let first = q.acked_ns.is_none() && since_last.is_some_and(|d| d >= floor);
         // Unless the server sent a packet after the ACK credited so far, long enough before this
         // one to be what it answers: quic-go's client acknowledges a server's small
@@ -338,9 +361,10 @@ impl InferredQueries {
         // taken for a held-back packet's ACK it made a 74 ms request 171 ms (stack0001_loss).
         let answers_later = self.server_last_ns.zip(q.acked_ns).is_some_and(|(s, a)| s > a && ts - s >= floor);
         let held = q.acked_ns.is_some() && since_last.is_some_and(|d| d <= window) && !answers_later;
-        if in_run || first || held {
+        if in_run || first || held || original {
             q.acked_ns = Some(ts);
         }
+        self.original_delivered |= original;
     }
 
     fn server(&mut self, ts: i64, len: u32, body: u32, rtt: Option<i64>) {
@@ -384,12 +408,20 @@ impl InferredQueries {
         // third packet: the ACK released a congestion window and the response flows on - all of
         // them count. Still response data (without keys a re-send cannot be told from the
         // rest): the response's `last_byte` and a stall see it.
+        if server_side && acknowledged && !self.resending {
+            self.last_before_resend_ns = self.current.as_ref().and_then(|q| q.last_byte_ns);
+        }
+        self.resend_over_ack = server_side && (acknowledged || (self.resending && self.resend_over_ack));
         self.resending = server_side && (acknowledged || self.resending);
         if self.resending {
             self.after_ack.push(ts);
             if self.after_ack.len() > RESEND_MAX {
                 self.resending = false;
             }
+        }
+        if !self.resending {
+            self.resend_over_ack = false;
+            self.original_delivered = false;
         }
         if !self.resending {
             if self.after_ack.is_empty() {
@@ -481,6 +513,8 @@ impl InferredQueries {
         self.client_heard = false;
         self.resending = false;
         self.after_ack.clear();
+        self.resend_over_ack = false;
+        self.original_delivered = false;
         self.request_max = 0;
         self.current = Some(q);
     }
@@ -777,6 +811,29 @@ mod tests {
         q.close(rtt(&q));
         let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
         assert_eq!(starts, vec![42, 145]);
+    }
+
+    /// quic-go under reordering (the two-stack lab's stack0007_reordering, 62 ms path): the
+    /// network held one packet of a response back; the client's ACKs showed the hole, the server
+    /// re-sent its frames, and the held original's ACK came 21 ms after the re-send - too soon to
+    /// acknowledge it. The response ends there (the client had it all), not at the re-send's own
+    /// ACK a round trip later (before: 124 ms for the client's 84).
+    #[test]
+    fn the_held_originals_ack_ends_a_response_its_resend_would_stretch() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        client(&mut q, 85, 33); // the ACKs of the response, a hole among them
+        client(&mut q, 86, 33);
+        response(&mut q, 87, 1, 1200); // the held packet's frames re-sent
+        client(&mut q, 101, 33); // the held original's ACK: 14 ms after the re-send
+        client(&mut q, 130, 33); // the re-send's own ACK, a round trip after it
+        client(&mut q, 160, 82); // the next request
+        response(&mut q, 161, 3, 1200);
+        q.close(rtt(&q));
+        let ends: Vec<_> = q.ready.iter().map(|x| x.end_ns() / MS).collect();
+        assert_eq!(ends[0], 101);
+        assert_eq!(q.ready[0].response_packets, 6, "the re-send is still counted as response data");
     }
 
     /// quic-go's client ACKs grow past the 16-byte line over a connection (ACK_ECN counts, the
