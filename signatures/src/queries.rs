@@ -171,6 +171,9 @@ pub struct Query {
     /// and the flow's sample before: one delayed ACK does not make a queue), summed and counted.
     pub response_rtt_sum_ns: i64,
     pub response_rtt_count: u32,
+    /// The response's first sample, raw and as the rule above pairs it, until a second one
+    /// comes: the sample before it timed an earlier exchange, so the pair is the next one.
+    first_rtt: Option<(i64, i64)>,
     /// The flow's floor RTT towards the client and its handshake RTT, once the flow ended
     /// (`flow_verdicts`): the queueing part of the time budget is measured above the floor.
     pub base_rtt_ns: Option<i64>,
@@ -210,6 +213,34 @@ struct AckPace {
 }
 
 impl Query {
+    /// An RTT sample while the response is delivered: `paired` the smaller of it and the flow's
+    /// sample before (one delayed ACK does not make a queue), `raw` itself. The response's first
+    /// is paired with its second instead: the flow's sample before it timed an earlier exchange,
+    /// often before a queue built (unseen seed 246: a 367 ms response behind a 69 ms queue,
+    /// charged 37 ms with its first sample paired with the handshake's).
+    fn response_rtt(&mut self, paired: i64, raw: i64) {
+        if self.response_rtt_count == 0 && self.first_rtt.is_none() {
+            self.first_rtt = Some((raw, paired));
+            return;
+        }
+        if let Some((first, _)) = self.first_rtt.take() {
+            self.add_response_rtt(first.min(raw));
+        }
+        self.add_response_rtt(paired);
+    }
+
+    /// No more samples: a lone first one keeps its pairing with the sample before.
+    fn response_rtt_done(&mut self) {
+        if let Some((_, paired)) = self.first_rtt.take() {
+            self.add_response_rtt(paired);
+        }
+    }
+
+    fn add_response_rtt(&mut self, r: i64) {
+        self.response_rtt_sum_ns += r;
+        self.response_rtt_count += 1;
+    }
+
     pub fn end_ns(&self) -> i64 {
         // Never before the start (a capture whose clock stepped back).
         self.acked_ns.unwrap_or_else(|| self.last_activity_ns().unwrap_or(self.start_ns)).max(self.start_ns)
@@ -594,9 +625,8 @@ impl QueryTracker {
             // The first ACK covering the response's end delivers it; later ones (the ACK of the
             // server's FIN, window updates) say nothing more about this response.
             let unacked = q.acked_ns.is_none();
-            if let (Some(r), Some(_), true) = (rtt, q.first_byte_ns, unacked) {
-                q.response_rtt_sum_ns += r;
-                q.response_rtt_count += 1;
+            if let (Some(r), Some(raw), Some(_), true) = (rtt, s.rtt_ns, q.first_byte_ns, unacked) {
+                q.response_rtt(r, raw);
             }
             if let (Some(ack), Some(end), Some(begin), true) =
                 (s.ack, q.response_end_seq, q.response_start_seq, unacked)
@@ -605,6 +635,7 @@ impl QueryTracker {
                 // (a slow reader): it delivers nothing yet, and is charged.
                 if SeqNumber(ack).at_or_after(end) && s.tags & tags::ZERO_WINDOW == 0 {
                     q.acked_ns = Some(delivered(q, s.ts_ns, end, s.rtt_min_ns));
+                    q.response_rtt_done();
                 } else if SeqNumber(ack).after(begin) && q.acks.latest.is_none_or(|(_, a)| SeqNumber(ack).after(a)) {
                     q.acks.first.get_or_insert((s.ts_ns, ack));
                     q.acks.latest = Some((s.ts_ns, ack));
@@ -729,7 +760,8 @@ impl QueryTracker {
     /// what struck the handshake. (A later one - a TLS 1.2 renegotiation - is inside no query.)
     /// The current query taken out, unless it was one.
     fn take_unless_handshake(&mut self) -> Option<Query> {
-        let q = self.current.take()?;
+        let mut q = self.current.take()?;
+        q.response_rtt_done();
         if !q.tls_handshake {
             return Some(q);
         }
@@ -1041,6 +1073,35 @@ mod tests {
         t.observe(&seen(true, 1_000, 400, 300, true, 500 + 10 * 1448));
         t.close();
         assert_eq!(t.done.remove(0).end_ns(), 241 * MS);
+    }
+
+    /// Unseen pool seed 246 (a 69 ms queue on a 333 ms path): a response's first RTT sample
+    /// was paired with the flow's sample before it, the handshake's, taken before the queue built,
+    /// and half its queueing went uncharged. It is paired with the response's next sample; a lone
+    /// one keeps the sample before (a delayed ACK of a short response is no queue).
+    #[test]
+    fn a_responses_first_rtt_sample_pairs_with_its_next() {
+        let queued = |acks: u32| {
+            let mut t = QueryTracker::default();
+            handshake(&mut t);
+            t.observe(&Seen { rtt_ns: Some(40 * MS), ..seen(true, 41, 100, 0, false, 500) });
+            t.observe(&seen(true, 42, 100, 300, true, 500));
+            for i in 0..10 {
+                t.observe(&Seen {
+                    server_next_seq: 500 + (i + 1) * 1448,
+                    ..seen(false, 43, 500 + i * 1448, 1448, true, 400)
+                });
+            }
+            for i in 1..=acks {
+                let ack = seen(true, 183 + i64::from(i), 400, 0, false, 500 + i * 10 / acks * 1448);
+                t.observe(&Seen { rtt_ns: Some(140 * MS), ..ack });
+            }
+            t.close();
+            let q = t.done.remove(0);
+            q.response_rtt_sum_ns / i64::from(q.response_rtt_count)
+        };
+        assert_eq!(queued(3), 140 * MS);
+        assert_eq!(queued(1), 40 * MS);
     }
 
     /// A capture above TSO/GSO: the response leaves as three 20,000-byte super-segments (the
