@@ -104,8 +104,10 @@ _SACK_OFF_POLICER = ("seed 37 (timestamps and SACK off, reno, 1.9 Mbit/s policer
                      "whose originals had passed; only the receiver's duplicate ACKs tell which copy arrived, and only on a "
                      "path without jitter (docs/accuracy.md, \"Which copy arrived\")")
 _POLICING_ROWS = ["policing", "policing rate within 15%", FLOOR_ROW, "policing burst within 50%", POLICING_ROW]
-_RWND = ("receiver-limited time 10-60 % over the kernel's where BBR's pacing or the cwnd in recovery, not the "
-         "window, stopped the sends (the kernel counts those as busy; seed 3: 98 vs 60 ms)")
+_RWND = ("receiver-limited time against one kernel's accounting: Linux counts nothing while the congestion window "
+         "binds as the window does (seed 3: cwnd 12 = 12 unacknowledged, kernel 44 vs 89-91 ms), and counts its TSO "
+         "deferral with room left (seed 276: 72 ms); docs/accuracy.md, \"Receiver-limited time against the kernel's "
+         "clock\"")
 KNOWN_AXIS_GAPS: dict[str, str] = {
     # the SACK-off draws (1, 37, 67, 70) and the other axes they carry (their tail losses hold since
     # 2026-11-29: docs/accuracy.md, "Timeouts inside NewReno recovery")
