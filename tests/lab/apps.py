@@ -91,10 +91,10 @@ TCP_INFO_FIELDS = {
 TCP_INFO_LEN = 248
 
 
-def tcp_info(s: socket.socket) -> dict:
+def tcp_info(s: socket.socket, fields: dict = TCP_INFO_FIELDS) -> dict:
     raw = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LEN)
     out = {}
-    for name, (off, fmt) in TCP_INFO_FIELDS.items():
+    for name, (off, fmt) in fields.items():
         if off + struct.calcsize(fmt) <= len(raw):
             out[name] = struct.unpack_from("=" + fmt, raw, off)[0]
     return out
@@ -172,9 +172,9 @@ def _serve_conn(s: socket.socket, stop: threading.Event, cc: str | None, log: _L
 # receiver-limited time can be laid against a capture interval by interval (docs/accuracy.md,
 # "Receiver-limited time"). The chrono fields move in whole jiffies (4 ms at HZ=250).
 POLL_FIELDS = {
-    "rwnd_limited_us": (176, "Q"), "busy_time_us": (168, "Q"), "snd_cwnd": (80, "I"),
-    "unacked": (24, "I"), "sacked": (28, "I"), "lost": (32, "I"), "retrans": (36, "I"),
-    "snd_wnd": (228, "I"), "bytes_acked": (120, "Q"), "bytes_sent": (200, "Q"),
+    **{k: TCP_INFO_FIELDS[k] for k in ("rwnd_limited_us", "busy_time_us", "bytes_acked", "bytes_sent")},
+    "snd_cwnd": (80, "I"), "unacked": (24, "I"), "sacked": (28, "I"), "lost": (32, "I"), "retrans": (36, "I"),
+    "snd_wnd": (228, "I"),
 }
 POLL_ENV = "TAILSCOPE_LAB_TCP_INFO_POLL"
 
@@ -190,9 +190,7 @@ def _poll_tcp_info(s: socket.socket) -> None:
             try:
                 port = s.getpeername()[1]
                 while True:
-                    raw = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LEN)
-                    now = {k: struct.unpack_from("=" + f, raw, o)[0] for k, (o, f) in POLL_FIELDS.items()
-                           if o + struct.calcsize(f) <= len(raw)}
+                    now = tcp_info(s, POLL_FIELDS)
                     if now != last:
                         out.write(json.dumps({"sport": port, "t_ns": time.time_ns(), **now}) + "\n")
                         last = now
