@@ -21,14 +21,8 @@ const MAX_WSCALE: u8 = 14;
 /// beyond one more window (ACKs the capture missed, a window that grew): see `beyond_window`.
 const WINDOW_SLACK: u64 = 65_535;
 /// A hole filled within this share of the path's minimum RTT cannot have been filled by a
-/// retransmission (that needs a whole round trip: the receiver's signal to the sender, the
-/// resend back), so it is reordering; the rest of the round trip is the jitter's margin. Half,
-/// before, missed originals held 0.5-0.95 of a round trip where neither their stamp (the same
-/// millisecond as the segments that passed them) nor an ID (IPv6) told the order: axis pool
-/// draw0012_reordering, client segments held 71 ms on an 83 ms path, three flows' reordering
-/// and seven "fast retransmits" of the client. A timer's resend is stamped after the segments
-/// that showed its hole, which `young` excludes.
-const REORDER_RTT_SHARE: f64 = 0.95;
+/// retransmission (that needs at least a round trip to the sender): it is reordering.
+const REORDER_RTT_SHARE: f64 = 0.5;
 
 /// What our judgement concluded about one segment, for the phases after it.
 pub(super) struct Judged {
@@ -94,7 +88,7 @@ impl TcpState {
         // Wireshark calls any hole-filler seen soon after the highest segment "out of order".
         // A segment from the host next to the capture cannot be reordered before it, so it is a
         // retransmission; one from the far side is reordering only if its hole was younger than
-        // a retransmission could be (0.95 of the path's minimum RTT), else it was lost upstream.
+        // a retransmission could be (half the path's minimum RTT), else it was lost upstream.
         let not_advanced = *ta & (OUT_OF_ORDER | RETRANSMISSION) != 0 && !spurious && !fresh;
         let mut is_retx = if spurious { !late_original } else { *ta & RETRANSMISSION != 0 && !fresh };
         let mut reorder_ns = None;
@@ -173,9 +167,6 @@ impl TcpState {
             hole_age = filled.map(|f| f.0);
             hole_bytes = filled.map_or(0, |f| f.1);
             let min_rtt = if self.first_rtt_ns > 0 { self.first_rtt_ns } else { OOO_DEFAULT_NS * 2 };
-            // The path's round trip: the handshake's, or the local host's data samples if lower
-            // (the far host's ACKs of them; a delayed ACK only raises one).
-            let path_min = rev.rtt.min.map_or(min_rtt, |m| m.min(min_rtt));
             // Unless the sender was already repairing other holes (a resend filled one within
             // the last round trip): its RACK learns of a loss from the delivery of any segment
             // sent after it, its own resends included, and may resend before the receiver has
@@ -186,7 +177,7 @@ impl TcpState {
             let repairing = fwd.resend_fill_ts.is_some_and(|t| now - t < min_rtt);
             let young = !repairing
                 && !stamped_after
-                && hole_age.is_some_and(|age| (age as f64) < REORDER_RTT_SHARE * path_min as f64);
+                && hole_age.is_some_and(|age| (age as f64) < REORDER_RTT_SHARE * min_rtt as f64);
             let reordered = if local {
                 false
             } else if self.vantage == Vantage::Unknown {
