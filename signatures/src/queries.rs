@@ -1026,6 +1026,11 @@ mod tests {
     /// The handshake, a 300-byte request at 40 ms and ten full segments of its response at 41 ms.
     fn request_and_ten_segments(t: &mut QueryTracker) {
         handshake(t);
+        ten_segment_exchange(t);
+    }
+
+    /// A 300-byte request at 40 ms and ten full segments of its response at 41 ms.
+    fn ten_segment_exchange(t: &mut QueryTracker) {
         t.observe(&seen(true, 40, 100, 300, true, 500));
         for i in 0..10 {
             t.observe(&Seen {
@@ -1084,14 +1089,8 @@ mod tests {
         let queued = |acks: u32| {
             let mut t = QueryTracker::default();
             handshake(&mut t);
-            t.observe(&Seen { rtt_ns: Some(40 * MS), ..seen(true, 41, 100, 0, false, 500) });
-            t.observe(&seen(true, 42, 100, 300, true, 500));
-            for i in 0..10 {
-                t.observe(&Seen {
-                    server_next_seq: 500 + (i + 1) * 1448,
-                    ..seen(false, 43, 500 + i * 1448, 1448, true, 400)
-                });
-            }
+            t.observe(&Seen { rtt_ns: Some(40 * MS), ..seen(true, 40, 100, 0, false, 500) });
+            ten_segment_exchange(&mut t);
             for i in 1..=acks {
                 let ack = seen(true, 183 + i64::from(i), 400, 0, false, 500 + i * 10 / acks * 1448);
                 t.observe(&Seen { rtt_ns: Some(140 * MS), ..ack });

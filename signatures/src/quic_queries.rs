@@ -92,11 +92,10 @@ pub struct InferredQueries {
     /// (see `server`), sent at these times.
     resending: bool,
     after_ack: Vec<i64>,
-    /// That re-send came after the client had acknowledged the response: the network may only
-    /// have held the packet back. A client packet too soon after the re-send to acknowledge it
-    /// then acknowledges the held original (`client`), and once one did (`original_delivered`)
-    /// the re-send's own ACK is no later end: the client had the response before.
-    resend_over_ack: bool,
+    /// A re-send comes after the client acknowledged the response: the network may only have
+    /// held the packet back. A client packet too soon after the re-send to acknowledge it then
+    /// acknowledges the held original (`client`), and once one did, the re-send's own ACK is no
+    /// later end: the client had the response before.
     original_delivered: bool,
     /// The response's last data packet before that re-send.
     last_before_resend_ns: Option<i64>,
@@ -336,7 +335,7 @@ impl InferredQueries {
         // late, after the run of ACKs of the packets before it.
         let floor = self.ack_floor(rtt);
         let window = rtt.filter(|_| floor > 0).map_or(0, |r| 2 * r + MAX_ACK_DELAY_NS);
-        let (resend_over_ack, original_delivered) = (self.resend_over_ack, self.original_delivered);
+        let (resending, original_delivered) = (self.resending, self.original_delivered);
         let before_resend = self.last_before_resend_ns;
         let q = self.current.as_mut().expect("checked above");
         let in_run = q.acked_ns.is_some() && prev_client.is_some_and(|p| ts - p <= ACK_RUN_GAP_NS);
@@ -347,10 +346,8 @@ impl InferredQueries {
         // re-sends a held packet's frames on the ACK showing the hole; the client's ACK of the
         // held original came 21 ms after the re-send on a 62 ms path, and the response ran on to
         // the re-send plus a round trip, 40-51 ms late: two-stack lab stack0007_reordering).
-        let original = q.acked_ns.is_none()
-            && resend_over_ack
-            && early
-            && before_resend.zip(rtt).is_some_and(|(b, r)| ts - b >= r);
+        let original =
+            q.acked_ns.is_none() && resending && early && before_resend.zip(rtt).is_some_and(|(b, r)| ts - b >= r);
         if original_delivered && !early {
             return;
         }
@@ -411,7 +408,6 @@ impl InferredQueries {
         if server_side && acknowledged && !self.resending {
             self.last_before_resend_ns = self.current.as_ref().and_then(|q| q.last_byte_ns);
         }
-        self.resend_over_ack = server_side && (acknowledged || (self.resending && self.resend_over_ack));
         self.resending = server_side && (acknowledged || self.resending);
         if self.resending {
             self.after_ack.push(ts);
@@ -420,10 +416,7 @@ impl InferredQueries {
             }
         }
         if !self.resending {
-            self.resend_over_ack = false;
             self.original_delivered = false;
-        }
-        if !self.resending {
             if self.after_ack.is_empty() {
                 self.keep_flow(ts);
             } else {
@@ -513,7 +506,6 @@ impl InferredQueries {
         self.client_heard = false;
         self.resending = false;
         self.after_ack.clear();
-        self.resend_over_ack = false;
         self.original_delivered = false;
         self.request_max = 0;
         self.current = Some(q);
