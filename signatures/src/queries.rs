@@ -315,7 +315,13 @@ pub struct QueryTracker {
     last_rtt_ns: Option<i64>,
     /// The smaller of its latest two: the round trip the path takes now, queue included.
     recent_rtt_ns: Option<i64>,
+    /// The latest client packet: when, and whether its ACK covered all the server had sent.
+    last_client: Option<(i64, bool)>,
 }
+
+/// The shortest retransmission timeout (Linux's TCP_RTO_MIN; RFC 6298 says a second, Windows
+/// 300 ms): a resend never comes sooner after its original.
+const RTO_MIN_NS: i64 = 200_000_000;
 
 /// The most client bytes a server's ACK may cover unseen and still count as a request.
 const MAX_UNSEEN_REQUEST: u32 = 1 << 20;
@@ -360,6 +366,11 @@ pub struct Seen {
     /// above the MSS the client's SYN offered, so a TSO/GSO super-segment of a capture taken
     /// above the NIC (up to 64 kB) is no MSS.
     pub server_mss: u32,
+    /// Client packets sent just before this one that never reached the capture, by the client's
+    /// IPv4 IDs (counted one by one per connection, as Linux does), with the client's
+    /// retransmission timeout as the round trips through the capture estimate it (RFC 6298);
+    /// None when the IDs tell nothing.
+    pub unseen_before: Option<(u16, i64)>,
 }
 
 /// What a segment of a TLS connection carries, read from the record headers it starts with
@@ -507,6 +518,11 @@ impl QueryTracker {
     }
 
     pub fn observe(&mut self, s: &Seen) {
+        let lost_since = self.lost_request_since(s);
+        if s.c2s {
+            let all_acked = s.ack.is_some_and(|a| SeqNumber(a).at_or_after(s.server_next_seq));
+            self.last_client = Some((s.ts_ns, all_acked));
+        }
         if s.c2s && self.synack_sent && s.ack.is_some() && !s.syn {
             self.handshake_done.get_or_insert(s.ts_ns);
         }
@@ -566,10 +582,11 @@ impl QueryTracker {
                         }
                     }
                 }
+                let since = self.request_since.take().or(lost_since.filter(|_| !resent_request));
                 let mut q = Query {
                     index: self.next_index,
-                    start_ns: self.request_since.take().map_or(s.ts_ns, |t| t.min(s.ts_ns)),
-                    request_retransmitted: resent_request,
+                    start_ns: since.map_or(s.ts_ns, |t| t.min(s.ts_ns)),
+                    request_retransmitted: resent_request || lost_since.is_some(),
                     tls_handshake: part == TlsPart::Handshake,
                     ..Query::default()
                 };
@@ -581,6 +598,10 @@ impl QueryTracker {
                 }
                 q.charges = std::mem::take(&mut self.pending_setup);
                 q.retransmissions = std::mem::take(&mut self.pending_retransmissions);
+                if let Some(t) = lost_since.filter(|&t| !resent_request && q.start_ns == t) {
+                    // A whole request lost, repaired by the client's timer: a tail loss.
+                    q.charges.add_charge("tail_loss", s.ts_ns - t, s.ts_ns);
+                }
                 // Only a control record the client sent as it read the previous response (its
                 // ACK completing it just before) may be replaced (`restarts`).
                 q.control_only = control
@@ -739,6 +760,25 @@ impl QueryTracker {
         } else {
             (0, false)
         }
+    }
+
+    /// When a request first seen as new data was first sent, if its earlier copies were lost
+    /// before the capture: the client's IPv4 IDs skipped packets just before it
+    /// (`Seen::unseen_before`), its previous packet had acknowledged all the server sent (so
+    /// the missing packets were no ACKs of the server's data), and it came at least the
+    /// shortest retransmission timeout after that packet. Its copies went out a timeout apart,
+    /// each doubling the last (RFC 6298 §5.5): the first that long before it, but not before
+    /// the packet the client numbered before them. (Two-stack lab stack0006_loss: an HTTP/2
+    /// request lost twice, 592 ms before its third copy reached the server; the query said
+    /// 60 ms against the client's 652.)
+    fn lost_request_since(&self, s: &Seen) -> Option<i64> {
+        let (lost, rto) = s.unseen_before?;
+        let (prev_ns, all_acked) = self.last_client?;
+        if !s.c2s || s.new_data == 0 || !all_acked || s.ts_ns - prev_ns < RTO_MIN_NS {
+            return None;
+        }
+        let backoff = rto.saturating_mul((1i64 << lost.min(16)) - 1);
+        Some(s.ts_ns.saturating_sub(backoff).max(prev_ns))
     }
 
     /// SYN and SYN-ACK loss before any request: the first query pays for them. A SYN repeated
@@ -1013,6 +1053,7 @@ mod tests {
             tls: None,
             rwnd_limited: false,
             server_mss: u32::MAX,
+            unseen_before: None,
         }
     }
 

@@ -95,9 +95,10 @@ pub struct DirSeq {
     /// before it was sent before packets the capture already saw.
     pub(super) newest_tsval: Option<u32>,
     /// The same for the IPv4 ID, with how many of the sender's packets stepped it forward
-    /// by a little (a per-connection counter, as Linux keeps) out of how many were seen.
+    /// by a little (a per-connection counter, as Linux keeps) out of how many were seen, and
+    /// how many by exactly one.
     pub(super) newest_ip_id: Option<u16>,
-    pub(super) ip_id_steps: (u32, u32),
+    pub(super) ip_id_steps: (u32, u32, u32),
     /// Sequence ranges skipped by this direction (seen as `lost_segment`), with when the hole
     /// appeared: a later segment filling one is reordering or a retransmission, by its age.
     pub(super) holes: VecDeque<(u32, u32, i64)>,
@@ -172,7 +173,7 @@ impl Default for DirSeq {
             last_tsval: None,
             newest_tsval: None,
             newest_ip_id: None,
-            ip_id_steps: (0, 0),
+            ip_id_steps: (0, 0, 0),
             holes: VecDeque::new(),
             resend_fill_ts: None,
             sack_holes: VecDeque::new(),

@@ -44,6 +44,9 @@ pub(super) struct Judged {
     /// A reordered segment whose bytes a resend (this one: seq, tags) had already delivered:
     /// that resend was spurious.
     pub(super) proved_spurious: Option<(u32, u32)>,
+    /// Packets the far host sent just before this one that never reached the capture, by its
+    /// IPv4 IDs (`IdStep::skipped`; 0 for the host beside the capture, or when IDs tell nothing).
+    pub(super) unseen_before: u16,
 }
 
 impl TcpState {
@@ -102,7 +105,8 @@ impl TcpState {
         // Every packet of the sender counts (a pure ACK sent after the held segment too); a SYN's
         // ID may come from another counter.
         let tsval = s.tcp.ts.map(|t| t.0).filter(|_| flags & TCP_SYN == 0);
-        let numbered = id_order(fwd, s.ip_id.filter(|_| flags & TCP_SYN == 0));
+        let id_step = id_order(fwd, s.ip_id.filter(|_| flags & TCP_SYN == 0));
+        let numbered = id_step.order;
         let held_looking = tsval.zip(fwd.newest_tsval).is_some_and(|(v, newest)| SeqNumber(v).before(newest))
             || numbered == Some(std::cmp::Ordering::Less);
         // A network copy of a segment already seen (its ID, sequence and length) carries that
@@ -129,6 +133,7 @@ impl TcpState {
         }
         let local = self.vantage.local_dir() == Some(s.dir);
         let far = !local && self.vantage != Vantage::Unknown;
+        let unseen_before = if far { id_step.skipped } else { 0 };
         let mut proved_spurious = None;
         // An original held on the way longer than a round trip arrives after its own resend,
         // which the capture took for the first copy: bytes a resend already brought, stamped
@@ -158,6 +163,7 @@ impl TcpState {
                     reorder_ns,
                     hole_bytes,
                     proved_spurious,
+                    unseen_before,
                 };
             }
         }
@@ -202,7 +208,18 @@ impl TcpState {
                 }
             }
         }
-        Judged { end, bad_seq, beyond_mark, late_original, is_retx, hole_age, reorder_ns, hole_bytes, proved_spurious }
+        Judged {
+            end,
+            bad_seq,
+            beyond_mark,
+            late_original,
+            is_retx,
+            hole_age,
+            reorder_ns,
+            hole_bytes,
+            proved_spurious,
+            unseen_before,
+        }
     }
 
     /// A retransmission: its cause, the tail loss it may reveal, the recovery episode it opens or
@@ -390,28 +407,57 @@ fn enter_recovery(fwd: &mut DirSeq, rev: &DirSeq, cause: u32, now: i64) {
 /// forward by at most `ID_STEP_MAX` (random IDs almost never do).
 const ID_STEP_MAX: u16 = 64;
 const ID_MIN_STEPS: u32 = 3;
+/// A sender numbering every packet of the connection one after the other (Linux's per-socket
+/// counter): nine in ten of its steps exactly one, judged on this many at least; or, before
+/// that many, every step so far exactly one from a sender stamping TCP timestamps. A host-wide
+/// counter (Windows, which sends no timestamps by default) steps by one too while the
+/// connection is the host's only traffic, but not once anything else sends; random IDs
+/// (macOS, iOS) step by 2-9 once in 8,000 packets. The numbers a step skips are then the
+/// sender's packets lost before the capture (`IdStep::skipped`): a first request's, lost
+/// right after the handshake, included.
+const ID_COUNTING_MIN_STEPS: u32 = 8;
+/// The most packets a step may skip and still be read as losses: a longer run of the sender's
+/// packets lost back to back would be a blackout the connection rarely survives.
+const ID_SKIP_MAX: u16 = 8;
 
-/// Was this packet numbered (IPv4 ID) before (`Less`) or after (`Greater`) the newest one already
-/// seen from its sender, by a sender that counts IDs per connection? None when the ID tells
-/// nothing (no ID, a sender not counting, a step too large). Records the ID either way.
-fn id_order(fwd: &mut DirSeq, ip_id: Option<u32>) -> Option<std::cmp::Ordering> {
-    let id = ip_id.and_then(|v| u16::try_from(v).ok())?;
+/// What a packet's IPv4 ID says against the newest one already seen from its sender.
+pub(super) struct IdStep {
+    /// Numbered before (`Less`) or after (`Greater`) that one, by a sender counting per
+    /// connection; None when the ID tells nothing (no ID, a sender not counting, a step too
+    /// large).
+    pub(super) order: Option<std::cmp::Ordering>,
+    /// Numbers skipped since that one by a sender numbering every packet one after the other:
+    /// that many of its packets sent between the two never reached the capture.
+    pub(super) skipped: u16,
+}
+
+/// This packet's `IdStep`. Records the ID either way.
+fn id_order(fwd: &mut DirSeq, ip_id: Option<u32>) -> IdStep {
+    let none = IdStep { order: None, skipped: 0 };
+    let Some(id) = ip_id.and_then(|v| u16::try_from(v).ok()) else { return none };
     let Some(newest) = fwd.newest_ip_id else {
         fwd.newest_ip_id = Some(id);
-        return None;
+        return none;
     };
     let ahead = id.wrapping_sub(newest);
-    let (steps, seen) = &mut fwd.ip_id_steps;
-    *seen += 1;
-    *steps += u32::from((1..=ID_STEP_MAX).contains(&ahead));
+    let (steps, seen, ones) = fwd.ip_id_steps;
+    let one_by_one = if seen >= ID_COUNTING_MIN_STEPS {
+        u64::from(ones) * 10 >= u64::from(seen) * 9
+    } else {
+        ones == seen && fwd.newest_tsval.is_some()
+    };
+    let (steps, seen, ones) =
+        (steps + u32::from((1..=ID_STEP_MAX).contains(&ahead)), seen + 1, ones + u32::from(ahead == 1));
+    fwd.ip_id_steps = (steps, seen, ones);
     // Pure ACKs between requests take IDs too, so not every step is small; random IDs almost
     // never make one (64 in 65,536).
-    let counted = *steps >= ID_MIN_STEPS && u64::from(*steps) * 4 >= u64::from(*seen);
+    let counted = steps >= ID_MIN_STEPS && u64::from(steps) * 4 >= u64::from(seen);
     let behind = newest.wrapping_sub(id);
     if (1..0x8000).contains(&ahead) {
         fwd.newest_ip_id = Some(id);
     }
-    if !counted {
+    let skipped = if one_by_one && (2..=ID_SKIP_MAX + 1).contains(&ahead) { ahead - 1 } else { 0 };
+    let order = if !counted {
         None
     } else if (1..=ID_STEP_MAX).contains(&behind) {
         Some(std::cmp::Ordering::Less)
@@ -419,7 +465,8 @@ fn id_order(fwd: &mut DirSeq, ip_id: Option<u32>) -> Option<std::cmp::Ordering> 
         Some(std::cmp::Ordering::Greater)
     } else {
         None
-    }
+    };
+    IdStep { order, skipped }
 }
 
 /// Does a segment starting at `seq` lie beyond any window the peer (`rev`) advertised? The
