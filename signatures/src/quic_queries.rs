@@ -28,6 +28,15 @@ pub const DATA_MIN_MID_RESPONSE: u32 = 64;
 /// ACK-only packets from 26 to 37 bytes over a 300 kB download (stack0005_clean) - past the
 /// 16-byte data line. A step of up to three ranges.
 const ACK_GROWTH: u32 = 6;
+/// How much larger than the client's ACK-only packets grew to a packet must be to carry more
+/// than ACK ranges and flow-control credit (MAX_DATA and MAX_STREAM_DATA, at most 9 and 17
+/// bytes: RFC 9000 §19.9-19.10): a request's HEADERS frame. quic-go's GETs are 76-77-byte
+/// packets (55-56 bytes after the header, under the 64-byte mid-response line), 40-45 bytes over
+/// its 31-36-byte ACKs; with a handshake RTT inflated by the client's own work (102 ms on a
+/// 75 ms path) a response's last packet counted as flowing 127 ms, past the next request 126 ms
+/// after it, and four requests merged into one query (two-stack lab stack0002_reordering, a
+/// loaded run).
+const REQUEST_JUMP: u32 = 32;
 /// The server data packets `acks_the_flow` keeps: more of them sent within the last 3/4 RTT and
 /// the server streams faster than that - it is mid-response.
 const FLOW_KEPT: usize = 32;
@@ -286,7 +295,10 @@ impl InferredQueries {
         // Nor is a packet no larger than the client's ACKs grew to: under loss each ACK adds
         // ranges, 2 bytes each, past the 64-byte line (quic-go's policed downloads: 85-89-byte
         // ACKs mid-response split a 213 kB response into six queries, issue 32).
-        let request_sized = body >= DATA_MIN_MID_RESPONSE && len < PADDED_MIN && !grown_ack;
+        // Or a packet far larger than those ACKs: a request's HEADERS frame rides on an ACK
+        // (`REQUEST_JUMP`).
+        let jumped = self.client_ack_len.is_some_and(|a| len > a + REQUEST_JUMP);
+        let request_sized = (body >= DATA_MIN_MID_RESPONSE || jumped) && len < PADDED_MIN && !grown_ack;
         let opens = data && (!answered || !mid_response || request_sized);
         // What the next ACK grows from: the largest of the run (an ACK without ranges or ECN
         // counts may come between), a padded probe aside.
@@ -725,6 +737,27 @@ mod tests {
         assert_eq!(q.ready.len(), 1);
         assert!(q.ready[0].ambiguous);
         assert_eq!(q.ready[0].response_packets, 10);
+    }
+
+    /// quic-go's 55-byte request (76-byte packet, under the 64-byte mid-response line) 24 ms
+    /// after its ACKs of a response, within the handshake RTT and max_ack_delay of the response's
+    /// last packet (a handshake RTT inflated by the client's own work: 102 ms on a 75 ms path in
+    /// the two-stack lab's stack0002_reordering, where four requests merged into one query): 43
+    /// bytes over the 33-byte ACKs it follows, it carries a request, not ACK ranges.
+    #[test]
+    fn a_request_far_larger_than_the_clients_acks_opens_its_query() {
+        let mut q = handshaken();
+        client(&mut q, 42, 76);
+        response(&mut q, 43, 10, 1200);
+        for at in [84, 88, 92] {
+            client(&mut q, at, 33);
+        }
+        client(&mut q, 116, 76); // 64 ms after the last response packet: "mid-response" by time
+        response(&mut q, 117, 2, 1200);
+        client(&mut q, 140, 53); // ACK and flow-control credit, 20 bytes over: no request
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 116]);
     }
 
     /// quic-go under a policer (two-stack lab stack0003_policing): the client's ACKs grow 2 bytes
