@@ -392,13 +392,16 @@ impl InferredQueries {
         if answering && self.server_ack_len.is_some_and(|a| len <= a + ACK_GROWTH) {
             return;
         }
-        // A datagram larger than every earlier one, once those were full-sized, after the client
-        // acknowledged the whole response: a path-MTU probe (RFC 8899 §4.1: a larger size is only
-        // used once a probe of it was acknowledged; quic-go probes right after an ACK frees its
-        // window). Read as response data it stretched the response past the next request, which
-        // then came "mid-response" and was swallowed (issue 32, go-h3-pmtu).
-        let acknowledged = self.current.as_ref().is_some_and(|q| q.acked_ns.is_some());
-        if acknowledged && self.server_max >= PADDED_MIN && len > self.server_max {
+        // A datagram larger than every earlier one, once those were full-sized: a path-MTU probe
+        // (RFC 8899 §4.1: a larger size is only used once a probe of it was acknowledged; quic-go
+        // probes right after an ACK frees its window). Read as response data after the client
+        // acknowledged the response it stretched the response past the next request, which then
+        // came "mid-response" and was swallowed (issue 32, go-h3-pmtu). Before that ACK too: a
+        // probe 6 ms after a response's last data became its last packet, so the client's ACKs
+        // of the data came "too soon" to deliver it, the two re-sends that followed them were
+        // more response, and a 172 kB response ran on to the connection's last packets (two-stack
+        // lab stack0007_reordering, a loaded run: 269 ms against the client's 218, now 234).
+        if self.server_max >= PADDED_MIN && len > self.server_max {
             self.server_max = len;
             return;
         }
@@ -417,6 +420,7 @@ impl InferredQueries {
         // third packet: the ACK released a congestion window and the response flows on - all of
         // them count. Still response data (without keys a re-send cannot be told from the
         // rest): the response's `last_byte` and a stall see it.
+        let acknowledged = self.current.as_ref().is_some_and(|q| q.acked_ns.is_some());
         if server_side && acknowledged && !self.resending {
             self.last_before_resend_ns = self.current.as_ref().and_then(|q| q.last_byte_ns);
         }
@@ -1105,6 +1109,22 @@ mod tests {
         assert_eq!(q.ready.len(), 2, "the probe stretched the first response over the request");
         assert_eq!((q.ready[0].end_ns(), q.ready[0].response_packets), (90 * MS, 10));
         assert_eq!(q.ready[1].start_ns, 150 * MS);
+    }
+
+    /// A probe right after a response's last data, before the client's ACKs of it (two-stack
+    /// lab stack0007_reordering): still no response data. Taken for data it made the client's
+    /// ACKs too soon to deliver the response, which then ended at the client's next packet.
+    #[test]
+    fn a_servers_probe_before_the_ack_is_no_response_data() {
+        let mut q = handshaken();
+        client(&mut q, 42, 331);
+        response(&mut q, 43, 10, 1288);
+        response(&mut q, 58, 1, 1374); // the probe, 6 ms after the last data
+        client(&mut q, 73, 33); // 21 ms after the data (half the RTT: the soonest an ACK of it)
+        client(&mut q, 74, 33);
+        client(&mut q, 158, 33); // a later packet (a PING's ACK, the connection closing)
+        q.close(rtt(&q));
+        assert_eq!((q.ready[0].end_ns(), q.ready[0].response_packets), (74 * MS, 10));
     }
 
     #[test]
