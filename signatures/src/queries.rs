@@ -582,11 +582,13 @@ impl QueryTracker {
                         }
                     }
                 }
-                let since = self.request_since.take().or(lost_since.filter(|_| !resent_request));
+                // (A resend the capture can tell dates its request by its hole, `request_since`.)
+                let dated = lost_since.filter(|_| !resent_request);
+                let since = self.request_since.take().or(dated);
                 let mut q = Query {
                     index: self.next_index,
                     start_ns: since.map_or(s.ts_ns, |t| t.min(s.ts_ns)),
-                    request_retransmitted: resent_request || lost_since.is_some(),
+                    request_retransmitted: resent_request || dated.is_some(),
                     tls_handshake: part == TlsPart::Handshake,
                     ..Query::default()
                 };
@@ -598,7 +600,7 @@ impl QueryTracker {
                 }
                 q.charges = std::mem::take(&mut self.pending_setup);
                 q.retransmissions = std::mem::take(&mut self.pending_retransmissions);
-                if let Some(t) = lost_since.filter(|&t| !resent_request && q.start_ns == t) {
+                if let Some(t) = dated {
                     // A whole request lost, repaired by the client's timer: a tail loss.
                     q.charges.add_charge("tail_loss", s.ts_ns - t, s.ts_ns);
                 }

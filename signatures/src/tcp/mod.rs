@@ -296,7 +296,7 @@ impl TcpState {
             tls,
             rwnd_limited: self.path.rwnd_limited(),
             server_mss: self.server_mss,
-            unseen_before: (judged.unseen_before > 0).then(|| {
+            unseen_before: (s.dir == 0 && judged.unseen_before > 0).then(|| {
                 // The client's round trip is both halves through the capture.
                 let rto = self.dir[1].est.rto().saturating_add(self.dir[0].est.srtt().unwrap_or(0));
                 (judged.unseen_before, rto)

@@ -135,6 +135,7 @@ impl TcpState {
         let far = !local && self.vantage != Vantage::Unknown;
         let unseen_before = if far { id_step.skipped } else { 0 };
         let mut proved_spurious = None;
+        let mut held_original = false;
         // An original held on the way longer than a round trip arrives after its own resend,
         // which the capture took for the first copy: bytes a resend already brought, stamped
         // (TSval) or numbered (IPv4 ID) before data already seen from the sender, are that held
@@ -152,23 +153,12 @@ impl TcpState {
                 }
                 is_retx = false;
                 *ta |= REORDERED;
-                let hole_bytes = 0;
-                return Judged {
-                    end,
-                    bad_seq,
-                    beyond_mark,
-                    late_original,
-                    is_retx,
-                    hole_age,
-                    reorder_ns,
-                    hole_bytes,
-                    proved_spurious,
-                    unseen_before,
-                };
+                held_original = true;
             }
         }
         let mut hole_bytes = 0;
-        if not_advanced {
+        // (A held original fills no hole: the resend it followed already did.)
+        if not_advanced && !held_original {
             let filled = take_hole(fwd, seq, seglen, now);
             hole_age = filled.map(|f| f.0);
             hole_bytes = filled.map_or(0, |f| f.1);
