@@ -197,6 +197,10 @@ pub struct Query {
     /// Every client segment in its request was a control record, whatever its timing (see
     /// `drop_parting_control`).
     control_records: bool,
+    /// Where its request's first application bytes begin (sequence number; TLS handshake records
+    /// excluded): server data whose ACK does not reach beyond it was sent before the server had
+    /// read any of them (see `answers`).
+    request_seq: Option<u32>,
     /// Where the response's bytes begin, its largest segment (at most the server's MSS: see
     /// `Seen::server_mss`), and the client's ACKs advancing through it before the one covering
     /// its end (see `delivered`).
@@ -317,6 +321,8 @@ pub struct QueryTracker {
     recent_rtt_ns: Option<i64>,
     /// The latest client packet: when, and whether its ACK covered all the server had sent.
     last_client: Option<(i64, bool)>,
+    /// The server's highest ACK so far.
+    server_acked: Option<u32>,
 }
 
 /// The shortest retransmission timeout (Linux's TCP_RTO_MIN; RFC 6298 says a second, Windows
@@ -451,6 +457,24 @@ fn unseen_answer(q: &Query, s: &Seen) -> bool {
             .is_some_and(|(first, rtt)| rtt >= UNSEEN_MIN_RTT_NS && s.ts_ns - first < rtt / 2)
 }
 
+/// Server data can answer the open exchange only once the server has read some of its request:
+/// its ACK reaches beyond the request's first byte. Data it sent before (its ACK still at or
+/// below that byte: a hole in the client's stream held the request in its receive queue) answers
+/// what came before - an HTTP/2 server's SETTINGS or TLS 1.3 session tickets, sent as the
+/// client's Finished arrived. Two-stack lab (CI of e5fb1b1, stack0006_loss): a client's HTTP/2
+/// preface was lost behind its Finished, its request and SETTINGS ACK arrived over the hole; the
+/// server's SETTINGS (61 bytes, acknowledging the Finished only) was taken for the response and
+/// the SETTINGS ACK for the next request - 202 ms against the client's 382, and an extra query.
+/// An ACK behind the server's highest (`acked`: damaged, or a copy the network held) tells
+/// nothing (the corpus' reasm_crash_anon: one 18 kB behind merged two requests).
+fn answers(q: &Query, s: &Seen, acked: Option<u32>) -> bool {
+    let unread = s
+        .ack
+        .zip(q.request_seq)
+        .is_some_and(|(a, r)| SeqNumber(a).at_or_before(r) && acked.is_none_or(|m| SeqNumber(a).at_or_after(m)));
+    q.first_byte_ns.is_some() || !unread
+}
+
 /// Below this capture-to-client round trip (a client-side capture, a LAN) `unseen_answer` decides
 /// nothing: a client's reaction time is of the same order.
 const UNSEEN_MIN_RTT_NS: i64 = 2_000_000;
@@ -519,6 +543,12 @@ impl QueryTracker {
 
     pub fn observe(&mut self, s: &Seen) {
         let lost_since = self.lost_request_since(s);
+        let acked = self.server_acked;
+        if let (false, Some(a)) = (s.c2s, s.ack) {
+            if acked.is_none_or(|m| SeqNumber(a).after(m)) {
+                self.server_acked = Some(a);
+            }
+        }
         if s.c2s {
             let all_acked = s.ack.is_some_and(|a| SeqNumber(a).at_or_after(s.server_next_seq));
             self.last_client = Some((s.ts_ns, all_acked));
@@ -640,6 +670,9 @@ impl QueryTracker {
             }
             q.request_bytes += u64::from(request_bytes);
             q.request_packets += u64::from(s.c2s);
+            if s.c2s && part != TlsPart::Handshake {
+                q.request_seq.get_or_insert(s.seq.wrapping_add(s.seglen).wrapping_sub(request_bytes));
+            }
             q.request_last_ns = Some(s.ts_ns);
             // Some of its bytes came only as a resend, whichever packet opened it.
             q.request_retransmitted |= resent_request;
@@ -667,7 +700,7 @@ impl QueryTracker {
             if q.first_byte_ns.is_some() && q.response_rtt_ns.is_none() {
                 q.response_rtt_ns = s.rtt_ns;
             }
-        } else if s.new_data > 0 {
+        } else if s.new_data > 0 && answers(q, s, acked) {
             q.first_byte_ns.get_or_insert(s.ts_ns);
             q.last_byte_ns = Some(s.ts_ns);
             q.response_bytes += u64::from(s.new_data);
@@ -1236,6 +1269,48 @@ mod tests {
         assert_eq!(qs.len(), 2);
         assert_eq!((qs[0].index, qs[0].start_ns, qs[0].request_bytes), (0, 84 * MS, 380));
         assert_eq!((qs[0].setup_ns, qs[1].request_bytes), (Some(84 * MS), 380));
+    }
+
+    /// Two-stack lab (CI of e5fb1b1, stack0006_loss): the client's HTTP/2 preface was lost
+    /// behind its Finished; its request and then its SETTINGS ACK arrived over the hole. The
+    /// server's SETTINGS, sent as the Finished arrived (its ACK no further), answers none of the
+    /// request: the request is one query from the Finished to the response after the resend.
+    #[test]
+    fn a_servers_message_sent_before_it_read_the_request_answers_none_of_it() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&tls(true, 41, 100, 517, 500, &[(HANDSHAKE, 512)]));
+        t.observe(&tls(false, 43, 500, 754, 617, &[(HANDSHAKE, 749)]));
+        t.observe(&tls(true, 84, 617, 80, 1254, &[(CHANGE_CIPHER_SPEC, 1), (APPLICATION_DATA, 69)]));
+        // 697..789 (the preface) lost before the capture; the request over the hole
+        t.observe(&tls(true, 84, 789, 79, 1254, &[(APPLICATION_DATA, 74)]));
+        t.observe(&tls(false, 84, 1254, 61, 697, &[(APPLICATION_DATA, 56)])); // SETTINGS
+        t.observe(&tls(true, 125, 868, 31, 1315, &[(APPLICATION_DATA, 26)])); // SETTINGS ACK
+        t.observe(&Seen { hole: Some((84 * MS, 92)), ..seen(true, 150, 697, 92, false, 1315) });
+        t.observe(&tls(false, 151, 1315, 1000, 899, &[(APPLICATION_DATA, 995)]));
+        t.observe(&seen(true, 192, 899, 0, false, 2315));
+        t.close();
+        let qs = &t.done;
+        assert_eq!(qs.len(), 1, "{qs:?}");
+        assert_eq!((qs[0].start_ns, qs[0].first_byte_ns, qs[0].end_ns()), (84 * MS, Some(151 * MS), 192 * MS));
+        assert_eq!((qs[0].request_bytes, qs[0].response_bytes, qs[0].request_retransmitted), (282, 1000, true));
+    }
+
+    /// The corpus' reasm_crash_anon: a response whose ACK number is damaged (18 kB behind the
+    /// server's ACKs before) still answers its request.
+    #[test]
+    fn a_damaged_ack_behind_the_servers_says_nothing_of_what_it_read() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&seen(true, 100, 100, 13, true, 500));
+        t.observe(&seen(false, 101, 500, 54, true, 113));
+        t.observe(&seen(true, 141, 113, 0, false, 554));
+        t.observe(&seen(true, 200, 113, 13, true, 554));
+        t.observe(&seen(false, 201, 554, 54, true, 113u32.wrapping_sub(18_000)));
+        t.observe(&seen(true, 241, 126, 0, false, 608));
+        t.close();
+        let lat: Vec<i64> = t.done.iter().map(|q| (q.end_ns() - q.start_ns) / MS).collect();
+        assert_eq!(lat, vec![41, 41]);
     }
 
     #[test]
