@@ -48,7 +48,13 @@ pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-stacks")]
 # 32's seventh pass): the same six runs, clients +34 | +29 | +43 | +34 | +34 | +34 %, tailscope
 # +33 | +26 | +41 | +31 | +33 | +34 % (+29 | +23 | +38 | +31 | +19 | +26 before); a seventh (a
 # fresh-clone CI run) +34 | +31 % once more unanswered ACKs restart the count of re-sends.
-KNOWN_GAPS: dict[str, str] = {}
+KNOWN_GAPS: dict[str, str] = {
+    "tail loss": "the fresh-clone CI run of 1340fd2 (2026-11-29): clients -4.5 %, tailscope -19.9 %, 15.4 points "
+                 "apart: an HTTP/3 response of stack0006_loss read 356 ms against the client's 307 (the family's "
+                 "p95 over 20 requests) and two stack0001_loss requests 72-73 ms against 255-262 (datagrams lost "
+                 "before the capture: nothing dates them without keys); seven runs before it held (docs/accuracy.md, "
+                 "issue 32's seventh pass)",
+}
 
 
 def _gap(name: str):
