@@ -632,6 +632,19 @@ mod tests {
         q.one_rtt(0, at * MS, len, DCID, r);
     }
 
+    /// A request at 42 ms and its response flowing: five packets at 43 ms, then one after each
+    /// of the client's ACKs of them (83-87 ms), each freeing the window.
+    fn flowing_response() -> InferredQueries {
+        let mut q = handshaken();
+        client(&mut q, 42, 331);
+        response(&mut q, 43, 5, 1288);
+        for t in 83..88 {
+            client(&mut q, t, 33);
+            response(&mut q, t, 1, 1288);
+        }
+        q
+    }
+
     #[test]
     fn sequential_requests_are_one_query_each() {
         let mut q = handshaken();
@@ -1191,13 +1204,7 @@ mod tests {
     /// ACKs of a PMTU probe, when the re-send was taken for more response).
     #[test]
     fn a_packet_after_acks_the_server_did_not_answer_is_a_resend() {
-        let mut q = handshaken();
-        client(&mut q, 42, 331);
-        response(&mut q, 43, 5, 1288);
-        for t in 83..88 {
-            client(&mut q, t, 33);
-            response(&mut q, t, 1, 1288); // each ACK frees the window: the response flows
-        }
+        let mut q = flowing_response();
         response(&mut q, 110, 1, 1288); // its last packet
         for t in 123..128 {
             client(&mut q, t, 33); // ACKs of 83-87: no data follows them
@@ -1216,13 +1223,7 @@ mod tests {
     /// the connection's last packet, 269 ms against the client's 218).
     #[test]
     fn an_ack_after_a_resend_starts_the_count_again() {
-        let mut q = handshaken();
-        client(&mut q, 42, 331);
-        response(&mut q, 43, 5, 1288);
-        for t in 83..88 {
-            client(&mut q, t, 33);
-            response(&mut q, t, 1, 1288);
-        }
+        let mut q = flowing_response();
         response(&mut q, 100, 1, 1288); // its last packet
         for t in 110..115 {
             client(&mut q, t, 33);
@@ -1244,13 +1245,7 @@ mod tests {
     /// 36540 in a CI run: 269 ms against the client's 221).
     #[test]
     fn acks_left_unanswered_after_a_resend_start_the_count_again() {
-        let mut q = handshaken();
-        client(&mut q, 42, 331);
-        response(&mut q, 43, 5, 1288);
-        for t in 83..88 {
-            client(&mut q, t, 33);
-            response(&mut q, t, 1, 1288);
-        }
+        let mut q = flowing_response();
         response(&mut q, 100, 1, 1288); // its last packet
         for t in [101, 104, 107, 111] {
             client(&mut q, t, 33);
