@@ -53,8 +53,13 @@ const MAX_ACK_DELAY_NS: i64 = 25_000_000;
 /// Client ACKs of one response follow each other within max_ack_delay (RFC 9000 §13.2.1: an ACK
 /// at least every second ack-eliciting packet, else when max_ack_delay expires) and a margin.
 const ACK_RUN_GAP_NS: i64 = MAX_ACK_DELAY_NS + 5_000_000;
-/// A send triggered by an arriving ACK leaves within a millisecond or two of it at a server-side
-/// capture; a probe timeout fires at least max_ack_delay after the last ACK (RFC 9002 §6.2.1).
+/// Packets closer than this left together or one in reaction to the other; farther apart, each
+/// on its own (a timer, the application). A send triggered by an arriving ACK leaves within a
+/// millisecond or two of it at a server-side capture; a probe timeout fires at least
+/// max_ack_delay after the last ACK (RFC 9002 §6.2.1). Used for a send burst (an upload's
+/// packets, a client packet sent with an earlier one), a run of ACKs (its packets close behind
+/// each other, a probe amid them), and the quiet before a packet sent on its own (a re-send after
+/// ACKs left unanswered, a stall).
 const UNTRIGGERED_NS: i64 = 10_000_000;
 /// The server data packets after the client acknowledged a response that are taken for a
 /// re-send (`resending`): one or two (a probe timeout sends one or two, RFC 9002 §6.2.4; a held
@@ -70,6 +75,25 @@ const ACK_DELAYED_NS: i64 = MAX_ACK_DELAY_NS - UNTRIGGERED_NS;
 #[derive(Debug, Clone, Copy)]
 pub struct Stall {
     pub delay_ns: i64,
+}
+
+/// Client packets the server answered with no data, and when the first came (`silent_through_acks`).
+#[derive(Debug, Clone, Copy, Default)]
+struct UnansweredAcks {
+    count: u32,
+    first_ns: Option<i64>,
+}
+
+impl UnansweredAcks {
+    fn note(&mut self, ts: i64) {
+        self.count += 1;
+        self.first_ns.get_or_insert(ts);
+    }
+
+    /// Two or more, the first at least `UNTRIGGERED_NS` before `ts`: the server let them pass.
+    fn left_for(&self, ts: i64) -> bool {
+        self.count >= 2 && self.first_ns.is_some_and(|f| ts - f >= UNTRIGGERED_NS)
+    }
 }
 
 /// Per-flow state of the inference (in [`crate::quic::QuicState`]).
@@ -120,10 +144,8 @@ pub struct InferredQueries {
     /// The size of the latest datagram taken for a path-MTU probe: a second one that size is
     /// data (the probe was acknowledged and the path's datagrams grew to it).
     probe_len: Option<u32>,
-    /// Client packets since the server's latest data packet while a response streamed, and when
-    /// the first of them came (`silent_through_acks`).
-    acks_since_data: u32,
-    first_ack_since_data: Option<i64>,
+    /// Client packets since the server's latest data packet while a response streamed.
+    unanswered: UnansweredAcks,
     last_client_ns: Option<i64>,
     /// The latest client packet taken for ACK-only or control (its size; the largest of the
     /// client's current run), and the server's largest ACK-only packet (they vary with ECN
@@ -371,8 +393,7 @@ impl InferredQueries {
             q.ambiguous = true;
         }
         self.client_heard = true;
-        self.acks_since_data += 1;
-        self.first_ack_since_data.get_or_insert(ts);
+        self.unanswered.note(ts);
         // The client's ACKs of the response's last packets come as a run: the first that can
         // acknowledge its last packet, and those close behind it (a queue delays them all alike;
         // the last of the run covers the last packet), deliver it.
@@ -491,7 +512,7 @@ impl InferredQueries {
         if self.resending && renewed {
             self.after_ack.clear();
         }
-        (self.acks_since_data, self.first_ack_since_data) = (0, None);
+        self.unanswered = UnansweredAcks::default();
         if server_side && acknowledged && !self.resending {
             self.last_before_resend_ns = self.current.as_ref().and_then(|q| q.last_byte_ns);
             self.first_resend_ns = Some(ts);
@@ -582,9 +603,7 @@ impl InferredQueries {
     /// re-send; taken for more response, the client's ACK of the real last packet came too soon
     /// after it, and the response ran on 51 ms to a PMTU probe's ACKs.)
     fn silent_through_acks(&self, ts: i64) -> bool {
-        self.server_side()
-            && self.acks_since_data >= 2
-            && self.first_ack_since_data.is_some_and(|f| ts - f >= UNTRIGGERED_NS)
+        self.server_side() && self.unanswered.left_for(ts)
     }
 
     /// A server data packet that kept a response flowing (`acks_the_flow`).
@@ -605,7 +624,7 @@ impl InferredQueries {
         }
         self.next_index += 1;
         self.client_heard = false;
-        (self.acks_since_data, self.first_ack_since_data) = (0, None);
+        self.unanswered = UnansweredAcks::default();
         self.resending = false;
         self.after_ack.clear();
         self.original_delivered = false;
