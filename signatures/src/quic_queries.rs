@@ -406,6 +406,8 @@ impl InferredQueries {
         let before_resend = self.last_before_resend_ns;
         let q = self.current.as_mut().expect("checked above");
         let acked = q.acked_ns;
+        // The server's latest packet, when it came after the ACK credited so far.
+        let server_after_ack = self.server_last_ns.filter(|&s| acked.is_some_and(|a| s > a));
         // Once an ACK that can acknowledge the last packet (a round trip after it) was credited,
         // a server packet after it is its answer to something the client sent (its PMTU probe,
         // a flow-control update): the client's packets a max_ack_delay later are its ACKs of that
@@ -414,7 +416,7 @@ impl InferredQueries {
         // packet to such a pair, stack0006_loss; one of 172 kB 51 ms, now 34, stack0007_reordering.)
         // At a client-side capture every ACK after the last packet can acknowledge it.
         let solid = acked.zip(q.last_byte_ns).is_some_and(|(a, l)| !server_side || rtt.is_some_and(|r| a - l >= r));
-        let answered_after = solid && self.server_last_ns.zip(acked).is_some_and(|(s, a)| s > a);
+        let answered_after = solid && server_after_ack.is_some();
         let close_behind = acked.is_some_and(|a| ts - a < UNTRIGGERED_NS);
         // The run goes on from the ACK credited last, not from a packet it passed over.
         let in_run = acked.is_some_and(|a| ts - a <= ACK_RUN_GAP_NS) && (!answered_after || close_behind);
@@ -438,12 +440,12 @@ impl InferredQueries {
         if original_delivered && !early {
             return;
         }
-        let first = q.acked_ns.is_none() && since_last.is_some_and(|d| d >= floor);
+        let first = acked.is_none() && since_last.is_some_and(|d| d >= floor);
         // Unless the server sent a packet after the ACK credited so far, long enough before this
         // one to be what it answers: quic-go's client acknowledges a server's small
         // ack-eliciting packet max_ack_delay late, 97 ms after its ACKs of the response, and
         // taken for a held-back packet's ACK it made a 74 ms request 171 ms (stack0001_loss).
-        let answers_later = self.server_last_ns.zip(q.acked_ns).is_some_and(|(s, a)| s > a && ts - s >= floor);
+        let answers_later = server_after_ack.is_some_and(|s| ts - s >= floor);
         let held = acked.is_some() && since_last.is_some_and(|d| d <= window) && !answers_later && !answered_after;
         let credited = in_run || first || held || original;
         let first_byte = q.first_byte_ns;
@@ -702,6 +704,14 @@ mod tests {
         q.one_rtt(0, at * MS, len, DCID, r);
     }
 
+    /// A request at 42 ms answered by ten 1,200-byte packets from 43 ms.
+    fn answered() -> InferredQueries {
+        let mut q = handshaken();
+        client(&mut q, 42, 331);
+        response(&mut q, 43, 10, 1200);
+        q
+    }
+
     /// A request at 42 ms and its response flowing: five packets at 43 ms, then one after each
     /// of the client's ACKs of them (83-87 ms), each freeing the window.
     fn flowing_response() -> InferredQueries {
@@ -767,9 +777,7 @@ mod tests {
 
     #[test]
     fn a_queued_response_ends_with_the_last_ack_of_its_run() {
-        let mut q = handshaken();
-        client(&mut q, 42, 331);
-        response(&mut q, 43, 10, 1200);
+        let mut q = answered();
         // a queue delays the client's ACKs: the first that could be the last packet's (≥ ½ RTT
         // after it) and those close behind it; the last of the run covers the last packet
         for t in [85, 90, 95, 100, 108] {
@@ -786,9 +794,7 @@ mod tests {
     /// 307, now 308).
     #[test]
     fn a_delayed_ack_of_the_last_packet_ends_the_response_when_it_could_have_left() {
-        let mut q = handshaken();
-        client(&mut q, 42, 331);
-        response(&mut q, 43, 10, 1200);
+        let mut q = answered();
         for t in [85, 90, 95, 100, 125] {
             client(&mut q, t, 33);
         }
@@ -801,9 +807,7 @@ mod tests {
     /// through a 489 ms queue ended at the probe, 325 ms against the client's 499).
     #[test]
     fn a_probe_amid_a_queued_responses_acks_opens_nothing() {
-        let mut q = handshaken();
-        client(&mut q, 42, 331);
-        response(&mut q, 43, 10, 1200);
+        let mut q = answered();
         for t in (85..=200).step_by(5) {
             client(&mut q, t, 33);
             if t == 150 {
@@ -821,9 +825,7 @@ mod tests {
     /// exchange (two-stack lab stack0006_loss: a 243 kB response ran on 23 ms past such a pair).
     #[test]
     fn a_server_packet_after_the_last_packets_ack_ends_its_run() {
-        let mut q = handshaken();
-        client(&mut q, 42, 331);
-        response(&mut q, 43, 10, 1200);
+        let mut q = answered();
         for t in [85, 90, 95, 100] {
             client(&mut q, t, 33);
         }
@@ -1249,9 +1251,7 @@ mod tests {
 
     #[test]
     fn a_pause_the_clients_ack_ends_is_no_stall() {
-        let mut q = handshaken();
-        client(&mut q, 42, 331);
-        response(&mut q, 43, 10, 1200);
+        let mut q = answered();
         // congestion window full: the server waits for the ACK and sends at once when it arrives
         client(&mut q, 140, 33);
         response(&mut q, 140, 10, 1200);
