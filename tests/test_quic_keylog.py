@@ -32,8 +32,8 @@ def _seqs(events, signature, direction):
 
 
 def _truth(sim):
-    server, _ = sender_truth(sim.server_qlog["traces"][0])
-    client, _ = sender_truth(sim.client_qlog["traces"][0])
+    server = sender_truth(sim.server_qlog["traces"][0])
+    client = sender_truth(sim.client_qlog["traces"][0])
     return server, client
 
 

@@ -19,9 +19,12 @@ Lost packets (per 1-RTT packet number and sender).  `recovery:packet_lost` of ty
 Retransmissions (per packet).  A 1-RTT `packet_sent` carrying STREAM bytes that the same sender
     already sent on that stream.
 Spurious (per lost packet).  A packet the sender declared lost and a later ACK it received covered.
-Out of order (per client packet).  A client 1-RTT packet the server received (server qlog
-    `packet_received`, the capture's order) with a number below one it had already received.
-    Server packets reordered after the capture point are not observable at the server (reported).
+Out of order (per client packet).  A client 1-RTT packet that reached the server (the capture)
+    after one the client sent with a higher number: the client's qlog says which packets each of
+    its datagrams carried, the emulator's log when each datagram left it. Not the server's qlog: it
+    has no number for a packet it could not decrypt yet (a request sent with the Finished and
+    arriving before it) nor any record of one arriving after it closed. Server packets reordered
+    after the capture point are not observable at the server (reported).
 """
 from __future__ import annotations
 
@@ -49,30 +52,24 @@ class SenderTruth:
     lost: dict = field(default_factory=dict)          # pn -> trigger
     retx: set = field(default_factory=set)            # pns re-sending stream data
     spurious: set = field(default_factory=set)        # lost pns acknowledged later
-    out_of_order: set = field(default_factory=set)    # pns received below the largest (server qlog only)
 
 
 def _ms_ns(e: dict) -> int:
     return int(float(e["time"]) * 1e6)
 
 
-def sender_truth(trace: dict) -> tuple[SenderTruth, SenderTruth]:
-    """(what this endpoint sent, what it received) from one qlog trace."""
-    sent, recv = SenderTruth(), SenderTruth()
+def sender_truth(trace: dict) -> SenderTruth:
+    """What this endpoint sent, from one qlog trace."""
+    sent = SenderTruth()
     largest_acked = -1
     last_ack_ns = None      # the latest packet event, when it was a received ACK
     stream_hi: dict = collections.defaultdict(list)      # stream id -> [(start, end)]
     lost_at: dict = {}
-    largest_received = -1
     for e in trace.get("events", []):
         name, d = e["name"], e.get("data", {})
         if name in ("transport:packet_received", "transport:packet_sent"):
             last_ack_ns = None
         if name == "transport:packet_received" and d.get("header", {}).get("packet_type") == "1RTT":
-            pn = d["header"]["packet_number"]
-            if pn < largest_received:
-                recv.out_of_order.add(pn)
-            largest_received = max(largest_received, pn)
             for f in d.get("frames", []):
                 if f.get("frame_type") == "ack":
                     for r in f.get("acked_ranges", []):
@@ -99,7 +96,33 @@ def sender_truth(trace: dict) -> tuple[SenderTruth, SenderTruth]:
                 trig = "time_threshold" if pn < largest_acked else "pto"
             sent.lost[pn] = trig
             lost_at[pn] = _ms_ns(e)
-    return sent, recv
+    return sent
+
+
+def reordered_before_server(client_trace: dict, fates: list) -> set | None:
+    """The client's 1-RTT packet numbers that reached the server after a higher one: datagram k of
+    the client's trace (its packets are the `packet_sent` events logged before its `datagrams_sent`)
+    is the emulator's datagram `dgram_n` k of that flow, forwarded or dropped (`fates`), and the
+    capture at the server sees the forwarded ones in the order the emulator let them go. None when
+    the two do not pair up one to one."""
+    dgrams, pending = [], []
+    for e in client_trace.get("events", []):
+        if e["name"] == "transport:packet_sent" and e["data"].get("header", {}).get("packet_type") == "1RTT":
+            pending.append(e["data"]["header"]["packet_number"])
+        elif e["name"] == "transport:datagrams_sent":
+            if e["data"].get("count", 1) != 1:
+                return None
+            dgrams.append(pending)
+            pending = []
+    if sorted(r["dgram_n"] for r in fates) != list(range(1, len(dgrams) + 1)):
+        return None
+    late, largest = set(), -1
+    for r in sorted((r for r in fates if r["action"] == "forward"), key=lambda r: r["ts_ns"]):
+        for pn in dgrams[r["dgram_n"] - 1]:
+            if pn < largest:
+                late.add(pn)
+            largest = max(largest, pn)
+    return late
 
 
 @dataclass
@@ -168,6 +191,10 @@ def evaluate(results: dict, work_dir: Path) -> KeylogEvaluation:
         client = {int(t["title"].split()[-1].rsplit(":", 1)[1]): t for t in _load_qlog(res.files.get("client_qlog"))
                   if t.get("title")}
         completed = {r["sport"] for r in res.client_records() if r["kind"] == "quic_attempt" and r.get("ok")}
+        fates = collections.defaultdict(list)    # client port -> its datagrams the emulator forwarded or dropped
+        for r in res.emulator_records():
+            if r.get("action") in ("forward", "drop") and r.get("dir") == "c2s" and r.get("proto") == "udp":
+                fates[r["sport"]].append(r)
         truths[name] = {}
         for ocid, tr in server.items():
             f = by_ocid.get(ocid)
@@ -177,12 +204,17 @@ def evaluate(results: dict, work_dir: Path) -> KeylogEvaluation:
             # The client logs its secrets once it has them: an attempt that timed out has none.
             if f.get("quic_keys") != "decrypted" and f["client_port"] in completed:
                 warnings.append(f"{name}: flow {f['flow_id']} (handshake completed) quic_keys={f.get('quic_keys')}")
-            s_sent, s_recv = sender_truth(tr)
+            s_sent = sender_truth(tr)
             c_tr = client.get(f["client_port"])
-            c_sent = sender_truth(c_tr)[0] if c_tr else SenderTruth()
+            c_sent = sender_truth(c_tr) if c_tr else SenderTruth()
+            late = reordered_before_server(c_tr, fates[f["client_port"]]) if c_tr else set()
             if c_tr is None:
                 warnings.append(f"{name}: no client trace for port {f['client_port']}")
-            truths[name][f["flow_id"]] = (s_sent, c_sent, s_recv)
+            elif late is None:
+                warnings.append(f"{name}: port {f['client_port']}: the client's datagrams and the emulator's "
+                                "do not pair up one to one")
+                late = set()
+            truths[name][f["flow_id"]] = (s_sent, c_sent, late)
             fid = f["flow_id"]
             mask = 0xFFFFFFFF
             _score(row(f"quic_packet_lost (s2c){where}", ""), name, fid, {p & mask for p in s_sent.lost},
@@ -196,7 +228,7 @@ def evaluate(results: dict, work_dir: Path) -> KeylogEvaluation:
             _score(row("retransmission (c2s)", ""), name, fid, c_sent.retx, got(fid, "retransmission", "c2s"))
             _score(row(f"quic_spurious_retransmission (s2c){where}", ""), name, fid, s_sent.spurious,
                    got(fid, "quic_spurious_retransmission", "s2c"))
-            _score(row("out_of_order (c2s)", ""), name, fid, s_recv.out_of_order, got(fid, "out_of_order", "c2s"))
+            _score(row("out_of_order (c2s)", ""), name, fid, late, got(fid, "out_of_order", "c2s"))
     return KeylogEvaluation(list(rows.values()), warnings, truths)
 
 
