@@ -440,6 +440,13 @@ fn restarts(q: &Query, s: &Seen) -> bool {
     s.c2s && q.control_only && q.first_byte_ns.is_none()
 }
 
+/// A whole request lost before the capture, its first copy sent at `first_left`, repaired by
+/// the client's timer when the copy seen at `ts_ns` left: a tail loss.
+fn lost_before_capture(q: &mut Query, first_left: i64, ts_ns: i64) {
+    q.request_retransmitted = true;
+    q.charges.add_charge("tail_loss", ts_ns - first_left, ts_ns);
+}
+
 /// The client sent this burst before the open exchange's answer could have reached it: it came
 /// sooner after the server's first response byte than half the capture-to-client round trip
 /// (`rtt_min_ns`: at a server-side capture the path's RTT, at a client-side one almost nothing,
@@ -591,6 +598,9 @@ impl QueryTracker {
                 return;
             }
         }
+        // A request whose copies were lost before the capture starts when the first left (a
+        // resend the capture can tell dates its request by its hole, `request_since`).
+        let dated = lost_since.filter(|_| !resent_request);
         // A client burst after a response (or at the start) opens a new query.
         if request_bytes > 0 {
             let responded = self.current.as_ref().is_some_and(|q| q.first_byte_ns.is_some() && !unseen_answer(q, s));
@@ -612,13 +622,11 @@ impl QueryTracker {
                         }
                     }
                 }
-                // (A resend the capture can tell dates its request by its hole, `request_since`.)
-                let dated = lost_since.filter(|_| !resent_request);
                 let since = self.request_since.take().or(dated);
                 let mut q = Query {
                     index: self.next_index,
                     start_ns: since.map_or(s.ts_ns, |t| t.min(s.ts_ns)),
-                    request_retransmitted: resent_request || dated.is_some(),
+                    request_retransmitted: resent_request,
                     tls_handshake: part == TlsPart::Handshake,
                     ..Query::default()
                 };
@@ -631,8 +639,7 @@ impl QueryTracker {
                 q.charges = std::mem::take(&mut self.pending_setup);
                 q.retransmissions = std::mem::take(&mut self.pending_retransmissions);
                 if let Some(t) = dated {
-                    // A whole request lost, repaired by the client's timer: a tail loss.
-                    q.charges.add_charge("tail_loss", s.ts_ns - t, s.ts_ns);
+                    lost_before_capture(&mut q, t, s.ts_ns);
                 }
                 // Only a control record the client sent as it read the previous response (its
                 // ACK completing it just before) may be replaced (`restarts`).
@@ -642,11 +649,17 @@ impl QueryTracker {
                 self.current = Some(q);
             } else if let Some(q) = self.current.as_mut().filter(|q| restarts(q, s)) {
                 // Its request so far was control records the server answered with nothing for
-                // longer than a round trip: this burst is the request (see `control_record`).
-                q.start_ns = s.ts_ns;
+                // longer than a round trip: this burst is the request (see `control_record`), and
+                // may be one lost before the capture (two-stack lab stack0001_loss: an HTTP/2
+                // request behind the WINDOW_UPDATE of the response before it, lost once, 145 ms
+                // against the client's 489).
+                q.start_ns = dated.map_or(s.ts_ns, |t| t.min(s.ts_ns));
+                if let Some(t) = dated {
+                    lost_before_capture(q, t, s.ts_ns);
+                }
                 (q.request_bytes, q.request_packets) = (0, 0);
                 if q.index == 0 {
-                    q.setup_ns = self.first_syn_ns.map(|t| (s.ts_ns - t).max(0));
+                    q.setup_ns = self.first_syn_ns.map(|t| (q.start_ns - t).max(0));
                 }
                 q.control_only = control;
                 q.control_records = control;
@@ -1462,5 +1475,44 @@ mod tests {
         let q = &t.done[0];
         assert_eq!(q.end_ns(), 300_050 * MS);
         assert_eq!(q.retransmissions, 1);
+    }
+
+    /// A segment of one TLS application-data record, `len` bytes with its header.
+    fn app_data(len: u32) -> Option<SegmentRecords> {
+        let body = len as usize - HEADER_LEN;
+        let mut b = vec![APPLICATION_DATA, 3, 3, (body >> 8) as u8, body as u8];
+        b.resize(len as usize, 0);
+        SegmentRecords::walk(&b, len as usize)
+    }
+
+    /// Two-stack lab stack0001_loss: an HTTP/2 client's WINDOW_UPDATE (a 48-byte record) as it
+    /// read a response opened an exchange; its next request, sent 350 ms later, was lost before
+    /// the capture and its copy came a retransmission timeout after (the client's IPv4 IDs skipped
+    /// one, `unseen_before`). The request replaces the control record's exchange and starts when
+    /// its first copy left, charged as tail loss; the query said 145 ms against the client's 489.
+    #[test]
+    fn a_request_lost_before_the_capture_after_a_control_record_starts_when_it_left() {
+        let run = |unseen_before: Option<(u16, i64)>| {
+            let mut t = QueryTracker::default();
+            handshake(&mut t);
+            t.observe(&Seen { tls: app_data(300), ..seen(true, 40, 100, 300, true, 500) });
+            t.observe(&Seen { tls: app_data(1000), ..seen(false, 41, 500, 1000, true, 400) });
+            t.observe(&seen(true, 81, 400, 0, false, 1500));
+            t.observe(&Seen { tls: app_data(48), ..seen(true, 82, 400, 48, true, 1500) });
+            t.observe(&seen(false, 122, 1500, 0, false, 448));
+            let request = Seen { tls: app_data(52), unseen_before, ..seen(true, 1000, 448, 52, true, 1500) };
+            t.observe(&request);
+            t.observe(&Seen { tls: app_data(1000), ..seen(false, 1001, 1500, 1000, true, 500) });
+            t.observe(&seen(true, 1041, 500, 0, false, 2500));
+            t.close();
+            let mut all: Vec<Query> = t.ready.iter().chain(&t.done).cloned().collect();
+            all.sort_by_key(|q| q.index);
+            assert_eq!(all.len(), 2, "the control record is no query of its own");
+            let q = all.remove(1);
+            let tail: i64 = q.charges.items().filter(|c| c.0 == "tail_loss").map(|c| c.1).sum();
+            (q.start_ns / MS, q.request_bytes, q.request_retransmitted, tail / MS)
+        };
+        assert_eq!(run(None), (1_000, 52, false, 0));
+        assert_eq!(run(Some((1, 240 * MS))), (760, 52, true, 240));
     }
 }
