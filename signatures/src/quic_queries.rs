@@ -141,6 +141,8 @@ pub struct InferredQueries {
     /// them: when that ACK could have left had the client not delayed it (`finish_current`).
     acked_prev: Option<i64>,
     server_max: u32,
+    /// The latest data packet when it was short after a full-sized one: a response's last.
+    short_tail: Option<(i64, u32)>,
     /// The size of the latest datagram taken for a path-MTU probe: a second one that size is
     /// data (the probe was acknowledged and the path's datagrams grew to it).
     probe_len: Option<u32>,
@@ -505,7 +507,24 @@ impl InferredQueries {
         // rest): the response's `last_byte` and a stall see it.
         let acked_at = self.current.as_ref().and_then(|q| q.acked_ns);
         let silent = self.silent_through_acks(ts);
-        let acknowledged = acked_at.is_some() || silent;
+        // A full-sized packet after the response's short last packet (short after full-sized
+        // ones: the sender's buffer ran dry), sent apart from it (not the same burst: an
+        // application writing its response in pieces leaves short packets mid-response, followed
+        // at once) and before any ACK of it could come: a re-send (a packet the network held
+        // back, declared lost on the server's timer). Taken for more response, the client's ACK
+        // of the real last packet came too soon after it, and a 172 kB response ran on 50 ms to
+        // the client's PMTU probe and the packets after it (two-stack lab stack0007_reordering:
+        // 271 ms against the client's 221 on a run here, 272 against 222 on a CI run).
+        let tail_resend = server_side
+            && self.short_tail.zip(rtt).is_some_and(|((t1, l1), r)| {
+                prev.is_some_and(|(p, _)| p == t1)
+                    && len > l1
+                    && (UNTRIGGERED_NS / 5..r).contains(&(ts - t1))
+                    && self.current.as_ref().and_then(|q| q.first_byte_ns).is_some_and(|f| f < t1)
+            });
+        let full = |l: u32| l * 10 >= self.server_max * 9;
+        self.short_tail = (!full(len) && prev.is_some_and(|(_, l)| full(l))).then_some((ts, len));
+        let acknowledged = acked_at.is_some() || silent || tail_resend;
         // An ACK credited, or ACKs left unanswered, after the latest re-send: those were
         // re-sends, settled; the count of packets after an ACK starts again (two re-sends after
         // the ACKs the server left unanswered, then two after the ACK of the first:
@@ -853,6 +872,29 @@ mod tests {
         client(&mut q, 165, 33); // the second's
         q.close(rtt(&q));
         assert_eq!(q.ready[0].end_ns(), 165 * MS);
+    }
+
+    /// A response's short last packet, then two full-sized re-sends on the server's timers
+    /// before any ACK of it could come (the network held packets back): the client's ACKs run on
+    /// through the re-sends' arrival, but the response was delivered at the first ACK a round
+    /// trip after its last packet (two-stack lab stack0007_reordering: 271 ms against 221).
+    #[test]
+    fn a_full_packet_after_the_short_last_one_is_a_resend() {
+        let run = |tail_len: u32| {
+            let mut q = handshaken();
+            client(&mut q, 42, 331);
+            response(&mut q, 43, 10, 1200);
+            response(&mut q, 53, 1, tail_len);
+            response(&mut q, 60, 1, 1200);
+            response(&mut q, 74, 1, 1200);
+            for t in (83..=115).step_by(2) {
+                client(&mut q, t, 33);
+            }
+            q.close(rtt(&q));
+            q.ready[0].end_ns() / MS
+        };
+        assert_eq!(run(700), 93, "the ACK a round trip after the last packet");
+        assert_eq!(run(1200), 115, "full-sized to the end: the response ran on to 74 ms");
     }
 
     #[test]
