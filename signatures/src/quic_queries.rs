@@ -141,8 +141,9 @@ pub struct InferredQueries {
     /// them: when that ACK could have left had the client not delayed it (`finish_current`).
     acked_prev: Option<i64>,
     server_max: u32,
-    /// The latest data packet when it was short after a full-sized one: a response's last.
-    short_tail: Option<(i64, u32)>,
+    /// The latest data packet (`last_server_data`) was short after a full-sized one: a
+    /// response's last.
+    short_tail: bool,
     /// The size of the latest datagram taken for a path-MTU probe: a second one that size is
     /// data (the probe was acknowledged and the path's datagrams grew to it).
     probe_len: Option<u32>,
@@ -524,14 +525,14 @@ impl InferredQueries {
         // the client's PMTU probe and the packets after it (two-stack lab stack0007_reordering:
         // 271 ms against the client's 221 on a run here, 272 against 222 on a CI run).
         let tail_resend = server_side
-            && self.short_tail.zip(rtt).is_some_and(|((t1, l1), r)| {
-                prev.is_some_and(|(p, _)| p == t1)
-                    && len > l1
+            && self.short_tail
+            && prev.zip(rtt).is_some_and(|((t1, l1), r)| {
+                len > l1
                     && (UNTRIGGERED_NS / 5..r).contains(&(ts - t1))
                     && self.current.as_ref().and_then(|q| q.first_byte_ns).is_some_and(|f| f < t1)
             });
         let full = |l: u32| l * 10 >= self.server_max * 9;
-        self.short_tail = (!full(len) && prev.is_some_and(|(_, l)| full(l))).then_some((ts, len));
+        self.short_tail = !full(len) && prev.is_some_and(|(_, l)| full(l));
         let acknowledged = acked_at.is_some() || silent || tail_resend;
         // An ACK credited, or ACKs left unanswered, after the latest re-send: those were
         // re-sends, settled; the count of packets after an ACK starts again (two re-sends after

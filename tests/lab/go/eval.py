@@ -74,11 +74,11 @@ class DrawScore:
     server_initial_found: int = 0
 
 
-def _relay_udp(res: ScenarioResult) -> dict:
+def _relay_udp(records: list) -> dict:
     """(client port) -> {"c2s"|"s2c": [(dgram_n, action, held)], "times": {...}} from the relay log;
     "times" holds per direction (received, forwarded, delay ms) of each forwarded datagram."""
     out: dict = collections.defaultdict(lambda: {"c2s": [], "s2c": [], "times": {"c2s": [], "s2c": []}})
-    for r in res.emulator_records():
+    for r in records:
         if r.get("proto") != "udp" or r.get("action") not in ("forward", "drop"):
             continue
         port = r["sport"] if r["dir"] == "c2s" else r["dport"]
@@ -95,23 +95,22 @@ def _relay_udp(res: ScenarioResult) -> dict:
     return out
 
 
-def unseen_opening_ns(res: ScenarioResult) -> dict:
+def unseen_opening_ns(records: list) -> dict:
     """(client port, "tcp"|"quic") -> how long the connection's first packets the relay dropped
     delayed the first it let through (their first receipt to its), for connections that opened so."""
-    first: dict = {}
-    for r in res.emulator_records():
+    first_drop: dict = {}
+    through: dict = {}
+    for r in records:
         if r.get("dir") != "c2s" or r.get("action") not in ("forward", "drop") or r.get("proto") not in ("tcp", "udp"):
             continue
         key = (r["sport"], "tcp" if r["proto"] == "tcp" else "quic")
-        seen = first.setdefault(key, {"dropped": None, "through": None})
-        if seen["through"] is not None:
+        if key in through:
             continue
         if r["action"] == "drop":
-            seen["dropped"] = seen["dropped"] if seen["dropped"] is not None else r["rx_ts_ns"]
+            first_drop.setdefault(key, r["rx_ts_ns"])
         else:
-            seen["through"] = r["rx_ts_ns"]
-    return {k: v["through"] - v["dropped"] for k, v in first.items()
-            if v["dropped"] is not None and v["through"] is not None}
+            through[key] = r["rx_ts_ns"]
+    return {k: through[k] - t for k, t in first_drop.items() if k in through}
 
 
 def handshake_path_ns(times: dict) -> int | None:
@@ -149,8 +148,9 @@ def score(res: ScenarioResult) -> DrawScore:
     flows, queries = _tables(res.pcap)
     flow_of, qs = _by_port(flows, queries)
     reqs = [r for r in res.requests() if r.get("ok")]
-    relay = _relay_udp(res)
-    unseen = unseen_opening_ns(res)
+    records = res.emulator_records()
+    relay = _relay_udp(records)
+    unseen = unseen_opening_ns(records)
     for proto in PROTOS:
         ps = ds.protos[proto]
         kind = "quic" if proto == "h3" else "tcp"
