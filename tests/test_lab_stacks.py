@@ -63,7 +63,10 @@ pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-stacks")]
 # Since a full-sized packet soon after a response's short last packet is a re-send, the date
 # survives, and the tail's truth leaves out the wait for a lost opening packet (go/eval.py), those
 # six runs re-score within 15 points in every family, and so did a fresh-clone CI run of 24e8dd5
-# (docs/accuracy.md has the figures).
+# (docs/accuracy.md has the figures). A seventh run failed the loss tail (-2 % against the clients'
+# -27 %): two HTTP/3 requests dropped before the capture, which nothing at the server dates (the
+# truth now leaves their wait out, as a lost SYN's), one of them also waiting for its FIN's probe
+# (now read: a probe pair is response data).
 KNOWN_GAPS: dict[str, str] = {}
 
 
@@ -135,3 +138,20 @@ def test_quic_tail_reduction_has_the_clients_sign(evaluation, family):
     t = evaluation.tail(family)
     assert t is not None, f"no {family} draw scored"
     assert stacks.tail_ok(t), t
+
+
+def test_the_tails_truth_leaves_out_a_dropped_request_datagrams_wait():
+    """`unseen_request_ns` on relay records shaped like stack0001_loss port 43786: the request's
+    datagram dropped, an ACK let through, then the probe's two copies of the request."""
+    ms = 1_000_000
+
+    def rec(t, action, size, port=43786):
+        return {"proto": "udp", "dir": "c2s", "action": action, "sport": port, "len": size, "rx_ts_ns": t * ms}
+
+    lost = {"sport": 43786, "t_send_ns": 1000 * ms}
+    whole = {"sport": 43786, "t_send_ns": 2000 * ms}
+    other = {"sport": 5, "t_send_ns": 1000 * ms}
+    records = [rec(1000, "drop", 77), rec(1071, "forward", 32), rec(1160, "forward", 77), rec(1160, "forward", 77),
+               rec(2000, "forward", 76), rec(1000, "drop", 77, port=5)]
+    got = stacks.unseen_request_ns(records, [lost, whole, other])
+    assert got == {id(lost): 160 * ms}, got
