@@ -124,7 +124,7 @@ pub struct InferredQueries {
     request_cut_ns: Option<i64>,
     /// The server's latest 1-RTT packet of any size.
     server_last_ns: Option<i64>,
-    /// The size of the server's latest packet of any kind (a probe timeout sends a pair).
+    /// The size of the server's latest 1-RTT packet of any size (a probe timeout sends a pair).
     server_last_len: Option<u32>,
     /// The latest server data packet (time, size) and the largest seen.
     last_server_data: Option<(i64, u32)>,
