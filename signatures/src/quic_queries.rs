@@ -167,6 +167,8 @@ pub struct InferredQueries {
     server_ack_len: Option<u32>,
     /// The current query's largest request packet (a padded probe is one large packet).
     request_max: u32,
+    /// The current query's request so far is packets no larger than the client's ACKs grew to.
+    request_ack_sized: bool,
     /// The current query's response saw a client packet (the client is alive and acknowledging).
     client_heard: bool,
     /// The server sent a 1-RTT data packet (its first completes the handshake, see `server`).
@@ -372,11 +374,15 @@ impl InferredQueries {
         }
         // A lone padded datagram nobody answered, then a data packet sent apart from it: the
         // first was a probe (PMTU, PATH_CHALLENGE), the second starts the request; an upload's
-        // packets follow its first within a send burst.
+        // packets follow its first within a send burst. So were packets no larger than the
+        // client's ACKs grew to, nobody answered, then a request-sized one apart from them: ACKs
+        // sent further apart than a run (a policer's drops grew quic-go's ACKs a byte at a time,
+        // 40 to 43 bytes, sent 33 and 63 ms apart; the first opened a query that the request
+        // 92 ms later joined: 164 ms against the client's 75, two-stack lab stack0013_policing).
         let probe_alone = self.current.as_ref().is_some_and(|q| {
             q.first_byte_ns.is_none()
-                && q.request_packets == 1
-                && self.request_max >= PADDED_MIN
+                && ((q.request_packets == 1 && self.request_max >= PADDED_MIN)
+                    || (self.request_ack_sized && request_sized))
                 && q.request_last_ns.is_some_and(|t| ts - t >= UNTRIGGERED_NS)
         });
         if opens && (self.current.is_none() || answered || probe_alone) {
@@ -394,6 +400,7 @@ impl InferredQueries {
                 q.request_packets += 1;
                 q.request_last_ns = Some(ts);
                 self.request_max = self.request_max.max(len);
+                self.request_ack_sized &= grown_ack;
             }
             return;
         }
@@ -693,6 +700,7 @@ impl InferredQueries {
         self.original_delivered = false;
         self.acked_prev = None;
         self.request_max = 0;
+        self.request_ack_sized = true;
         self.current = Some(q);
     }
 
@@ -1212,6 +1220,26 @@ mod tests {
         q.close(rtt(&q));
         let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
         assert_eq!(starts, vec![42, 250]);
+    }
+
+    /// The client's ACKs grew by their ranges, past the data line; sent further apart than a
+    /// run, two opened a query nobody answered: the request after them starts it.
+    #[test]
+    fn acks_nobody_answered_give_way_to_the_request() {
+        let mut q = handshaken();
+        client(&mut q, 42, 82);
+        response(&mut q, 43, 5, 1200);
+        for (t, len) in [(85, 38), (86, 40), (100, 43), (110, 46)] {
+            client(&mut q, t, len); // the response's ACKs, growing by their ranges
+        }
+        client(&mut q, 150, 48); // ACKs 40 and 60 ms apart: data-sized, out of a run
+        client(&mut q, 210, 49);
+        client(&mut q, 300, 82); // the request
+        response(&mut q, 301, 3, 1200);
+        client(&mut q, 343, 33);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 300]);
     }
 
     /// A third packet after the client's ACK: the ACK released a congestion window, and the
