@@ -365,7 +365,14 @@ impl InferredQueries {
         // it at 325 ms against the client's 499, two-stack lab stack0009_queue, every run).
         let probe_in_run =
             len >= PADDED_MIN && answered && self.last_client_ns.is_some_and(|p| ts - p < UNTRIGGERED_NS);
-        let opens = data && (!answered || !mid_response || request_sized) && !probe_in_run;
+        // Nor a packet the client sent before it could have seen the response begin (sooner after
+        // its first packet than `ack_floor`): more of the request, as for TCP (`queries.rs`,
+        // `unseen_answer`). quic-go's probe timeout sends a lost request twice, 0.7-0.8 ms apart,
+        // and the server answered the first at once: the second opened a query of its own, the
+        // first read 0.7 ms against the client's 161 (two-stack lab stack0001_loss, stack0006_loss).
+        let before_answer = server_side
+            && self.current.as_ref().and_then(|q| q.first_byte_ns).is_some_and(|f| ts - f < self.ack_floor(rtt));
+        let opens = data && (!answered || !mid_response || request_sized) && !probe_in_run && !before_answer;
         // What the next ACK grows from: the largest of the run (an ACK without ranges or ECN
         // counts may come between), a padded probe aside.
         if (!data || (answered && mid_response && !opens)) && len < PADDED_MIN {
@@ -1220,6 +1227,23 @@ mod tests {
         q.close(rtt(&q));
         let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
         assert_eq!(starts, vec![42, 250]);
+    }
+
+    /// A probe timeout re-sends a lost request twice; the server answers the first copy at once,
+    /// and the second, sent before the client could have seen that answer, is no new request.
+    #[test]
+    fn a_requests_second_copy_before_the_answer_could_arrive_opens_nothing() {
+        let mut q = answered();
+        client(&mut q, 85, 33); // the ACK of the previous response
+        q.one_rtt(0, 142 * MS, 76, DCID, rtt(&q)); // the probe's two copies of the request
+        q.one_rtt(1, 142 * MS + MS / 5, 1200, DCID, rtt(&q));
+        q.one_rtt(0, 142 * MS + 7 * MS / 10, 76, DCID, rtt(&q));
+        response(&mut q, 143, 3, 1200);
+        client(&mut q, 185, 33);
+        q.close(rtt(&q));
+        let starts: Vec<_> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![42, 142]);
+        assert_eq!(q.ready[1].end_ns() / MS, 185);
     }
 
     /// The client's ACKs grew by their ranges, past the data line; sent further apart than a
