@@ -26,9 +26,9 @@ Tail reduction.  Per family, over its draws: 1 - p95(HTTP/3) / p95(HTTP/2), from
     connection's first packet to the first the relay let through (`unseen_opening_ns`: a lost SYN
     or Initial, re-sent a second later, leaves no trace at the server - the re-sent SYN carries
     the next IPv4 ID of a counter the capture never saw start; docs/queries.md, a request lost
-    whole before the capture). One such request decides a family's p95 over 20 requests (a run
-    here: stack0001_loss port 52392, SYN dropped, 1,317 ms against 291 and the loss tail -4 %
-    against +14 %). So is an HTTP/3 request whose datagram the relay dropped: less the wait to
+    whole before the capture). One such request decided a family's p95 over 20 requests (seeds
+    0-9; a run here: stack0001_loss port 52392, SYN dropped, 1,317 ms against 291 and the loss tail
+    -4 % against +14 %). So is an HTTP/3 request whose datagram the relay dropped: less the wait to
     the copy it let through (`unseen_request_ns`: nothing at the server dates a QUIC request lost
     before it; an HTTP/2 or HTTP/1.1 one the client's IPv4 IDs date, and its truth stays whole; a
     run here: stack0001_loss port 43786, two requests 232 and 379 ms against 72 and 226, the loss
@@ -326,7 +326,8 @@ def format_table(ev: Evaluation, details: int = 8) -> str:
     out.append(f"QUIC handshake RTT within {HANDSHAKE_TOL_NS / 1e6:.0f} ms of the path: "
                f"{_pct(sum(ok for ok, _ in hs), len(hs))}")
     out.append(f"Initial-loss flags where the relay dropped nothing of the handshake: {len(ev.initial_fp())}; "
-               f"server Initial lost {sum(d.server_initial_truth for d in ev.draws)}, flagged "
+               f"flows with one of the server's first {HANDSHAKE_DGRAMS} datagrams dropped (of any packet type) "
+               f"{sum(d.server_initial_truth for d in ev.draws)}, flagged quic_server_initial_loss "
                f"{sum(d.server_initial_found for d in ev.draws)}")
     out.append("")
     out.append(f"QUIC tail reduction, 1 - p{TAIL_Q * 100:.0f}(HTTP/3) / p{TAIL_Q * 100:.0f}(HTTP/2) "
