@@ -71,6 +71,13 @@ const RESEND_MAX: usize = 2;
 /// timer): quic-go's client acknowledges a response's odd last packet 25 ms late.
 const ACK_DELAYED_NS: i64 = MAX_ACK_DELAY_NS - UNTRIGGERED_NS;
 
+/// The shortest the path's round trip may be where the rules hold the handshake's RTT: at a
+/// server-side capture that RTT holds the client's own handshake work (a few ms for Go), so an
+/// ACK up to `UNTRIGGERED_NS` sooner than it after a packet can still acknowledge that packet.
+fn path_round_trip(rtt: i64) -> i64 {
+    rtt - UNTRIGGERED_NS
+}
+
 /// Two server packets of one size this close together left as one pair: a probe timeout's (RFC
 /// 9002 §6.2.4: up to two datagrams; quic-go sends two), not ACKs, which answer one client packet
 /// each.
@@ -438,16 +445,15 @@ impl InferredQueries {
         // exchange, not of the response; only a packet close behind still belongs to the run.
         // (Two-stack lab: a 243 kB response ran on 48 ms past the client's ACK of its last
         // packet to such a pair, stack0006_loss; one of 172 kB 51 ms, now 34, stack0007_reordering.)
-        // At a client-side capture every ACK after the last packet can acknowledge it. (A round
-        // trip less `UNTRIGGERED_NS`: the handshake's RTT at a server-side capture holds the
-        // client's own handshake work, a few ms for Go; taken whole, an ACK one path RTT after a
+        // At a client-side capture every ACK after the last packet can acknowledge it. (The
+        // path's shortest round trip, `path_round_trip`: taken whole, an ACK one path RTT after a
         // response's last packet fell short of it, and the client's closing packet 50 ms later
         // ended the response: the last request of stack0005_clean's connections, 50 ms long in 10
         // of 12 over six runs; 48 responses of those runs nearer the clients, 4 further, by 13-22
         // ms, a re-send taken for a probe then ending a held packet's late ACK's run.)
         let solid = acked
             .zip(q.last_byte_ns)
-            .is_some_and(|(a, l)| !server_side || rtt.is_some_and(|r| a - l >= r - UNTRIGGERED_NS));
+            .is_some_and(|(a, l)| !server_side || rtt.is_some_and(|r| a - l >= path_round_trip(r)));
         let answered_after = solid && server_after_ack.is_some();
         let close_behind = acked.is_some_and(|a| ts - a < UNTRIGGERED_NS);
         // The run goes on from the ACK credited last, not from a packet it passed over.
@@ -462,10 +468,9 @@ impl InferredQueries {
         // Too soon, that is, for every re-send since the ACKs showed the hole: a packet a round
         // trip after the first re-send may acknowledge it (a policer dropped the original; its
         // re-send's ACK came 189 ms after it on a 164 ms path, and a 213 kB response ended
-        // 93 ms early, two-stack lab stack0003_policing). A round trip less `UNTRIGGERED_NS`
-        // (the handshake's RTT holds the client's own work, as for `solid`) when the original's
-        // ACK would have come later than any delayed one - more than a round trip and
-        // max_ack_delay after it: a re-send's ACK 164.9 ms after it with the RTT at 165.6 (the
+        // 93 ms early, two-stack lab stack0003_policing). The path's shortest round trip
+        // (`path_round_trip`, as for `solid`) when the original's ACK would have come later than
+        // any delayed one - more than a round trip and max_ack_delay after it: a re-send's ACK 164.9 ms after it with the RTT at 165.6 (the
         // path 163.2), 204 ms after the original, ended two 213 kB responses 115-120 ms before
         // the clients had them (stack0003_policing, two of six runs). Not for an original's ACK
         // within that delay: quic-go re-sends a packet 7-12 ms after it (needlessly: the
@@ -473,7 +478,7 @@ impl InferredQueries {
         // 62 ms path (stack0007_reordering, in every run).
         let too_soon_for_all = self.first_resend_ns.zip(rtt).is_some_and(|(f, r)| {
             let past_any_delay = before_resend.is_some_and(|b| ts - b > r + MAX_ACK_DELAY_NS);
-            ts - f < r - if past_any_delay { UNTRIGGERED_NS } else { 0 }
+            ts - f < if past_any_delay { path_round_trip(r) } else { r }
         });
         let original = acked.is_none()
             && resending

@@ -138,9 +138,11 @@ def unseen_request_ns(records: list, requests: list) -> dict:
     for r in records:
         if r.get("proto") == "udp" and r.get("dir") == "c2s" and r.get("action") in ("forward", "drop"):
             by_port[r["sport"]].append(r)
+    for dgrams in by_port.values():
+        dgrams.sort(key=lambda r: r["rx_ts_ns"])
     out = {}
     for q in requests:
-        dgrams = sorted(by_port.get(q["sport"], []), key=lambda r: r["rx_ts_ns"])
+        dgrams = by_port.get(q["sport"], [])
         first = next((r for r in dgrams if r["rx_ts_ns"] >= q["t_send_ns"]), None)
         if first is None or first["action"] != "drop" or first["rx_ts_ns"] - q["t_send_ns"] > REQUEST_RX_NS:
             continue
