@@ -138,6 +138,7 @@ class Topology:
                 # offloads: the kernel segments them there, and the relay still sees and logs
                 # wire-size segments.
                 run(["ethtool", "-K", dev, "tx", "on", "tso", "on", "gso", "on"], ns=ns)
+            _one_backlog(ns, dev)
             run(["ip", "addr", "add", f"{v4}/24", "dev", dev], ns=ns)
             run(["ip", "-6", "addr", "add", f"{v6}/64", "dev", dev, "nodad"], ns=ns)
             run(["ip", "link", "set", dev, "up"], ns=ns)
@@ -217,6 +218,23 @@ class Topology:
             _kill_ns_processes(ns)
             run(["ip", "netns", "del", ns], check=False)
         self._created.clear()
+
+
+RPS_CPU_MASK = "1"     # CPU 0: every machine has it
+
+
+def _one_backlog(ns: str, dev: str) -> None:
+    """Every packet a veth receives goes through one CPU's backlog, in the order it was sent.
+
+    A veth hands a packet to the backlog of the CPU that sent it. When the sender (the relay
+    writing into the TUN, or a host's stack) moves between CPUs mid-burst, packets sit in two
+    backlogs and the busier CPU's come out later: on a loaded 2-core machine the client's capture
+    showed segments arriving 30-140 us out of the order the relay wrote them in, reordering that
+    is in no relay log (2026-12-07, draw0016_clean_client). Receive packet steering to one CPU
+    keeps the wire's order; the truth stays what the relay did. Without RPS in the kernel the
+    file is missing and nothing changes."""
+    path = f"/sys/class/net/{dev}/queues/rx-0/rps_cpus"
+    run(["sh", "-c", f"[ ! -e {path} ] || echo {RPS_CPU_MASK} > {path}"], ns=ns)
 
 
 def _kill_ns_processes(ns: str) -> None:
