@@ -115,9 +115,6 @@ KNOWN_AXIS_GAPS: dict[str, str] = {
     **{f"{row} [bbr behind a policer]": "seed 21 (BBR, 5.6 Mbit/s): 1 of 4 policed flows unfitted (252 drops) in "
                                                  "some runs, 4 of 4 fitted in others (2026-11-29)"
        for row in _POLICING_ROWS},
-    "reordering [ipv6]": ("seed 12 (IPv6, GSO): client segments held 71 ms tagged as fast retransmits (no IPv4 ID "
-                          "to date them): 3 flows missed"),
-    "reordering [gso]": "seed 12's misses (above)",
     **{f"{QUEUE_ROW} [{a}]": "seed 70 (BBR, 305 ms, 3.5 Mbit/s): queueing 19 vs 30 ms on a 2-sample response"
        for a in ("timestamps off", "sack off", "ipv6")},
     **{f"{RWND_ROW} [{a}]": _RWND for a in AXES},

@@ -94,6 +94,9 @@ pub struct DirSeq {
     /// The newest TCP timestamp (TSval) this sender's packets carried: a hole-filler stamped
     /// before it was sent before packets the capture already saw.
     pub(super) newest_tsval: Option<u32>,
+    /// When the capture first saw `newest_tsval`, and the first TSval it saw from this sender
+    /// with its time: how fast the sender's timestamp clock ticks (`TsClock`).
+    pub(super) ts_clock: TsClock,
     /// The same for the IPv4 ID, with how many of the sender's packets stepped it forward
     /// by a little (a per-connection counter, as Linux keeps) out of how many were seen, and
     /// how many by exactly one.
@@ -172,6 +175,7 @@ impl Default for DirSeq {
             tsvals: VecDeque::new(),
             last_tsval: None,
             newest_tsval: None,
+            ts_clock: TsClock::default(),
             newest_ip_id: None,
             ip_id_steps: (0, 0, 0),
             holes: VecDeque::new(),
@@ -264,4 +268,40 @@ pub(super) struct LostBytes {
     pub tx: u32,
     pub offset: u32,
     pub len: u32,
+}
+
+/// A sender's timestamp clock as the capture sees it: the first TSval and when it was seen, and
+/// when the newest TSval was first seen.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct TsClock {
+    first: Option<(u32, i64)>,
+    newest_since: i64,
+}
+
+/// Fewest ticks between the first and the newest TSval before the clock's rate is trusted.
+const TS_CLOCK_MIN_TICKS: u32 = 20;
+/// The slowest clock whose ticks are fine enough to date a segment within its burst: 500 Hz
+/// (Linux and the BSDs tick at 1 kHz; RFC 7323 allows 1 ms to 1 s).
+const TS_CLOCK_MAX_TICK_NS: i64 = 2_000_000;
+
+impl TsClock {
+    /// Any TSval of the sender's, seen at `now`: the first one starts the clock.
+    pub(super) fn first(&mut self, v: u32, now: i64) {
+        self.first.get_or_insert((v, now));
+    }
+
+    /// A TSval newer than every earlier one, first seen at `now`.
+    pub(super) fn newest(&mut self, now: i64) {
+        self.newest_since = now;
+    }
+
+    /// How long ago the newest TSval was first seen, when the clock ticks at least every
+    /// `TS_CLOCK_MAX_TICK_NS` (measured over `TS_CLOCK_MIN_TICKS` or more): segments stamped
+    /// alike left within one tick of each other.
+    pub(super) fn newest_age(&self, newest: u32, now: i64) -> Option<i64> {
+        let (v0, t0) = self.first?;
+        let ticks = newest.wrapping_sub(v0);
+        let fine = ticks >= TS_CLOCK_MIN_TICKS && (self.newest_since - t0) <= TS_CLOCK_MAX_TICK_NS * i64::from(ticks);
+        fine.then_some(now - self.newest_since)
+    }
 }

@@ -23,6 +23,10 @@ const WINDOW_SLACK: u64 = 65_535;
 /// A hole filled within this share of the path's minimum RTT cannot have been filled by a
 /// retransmission (that needs at least a round trip to the sender): it is reordering.
 const REORDER_RTT_SHARE: f64 = 0.5;
+/// How long after the first packet stamped with a TSval another stamped alike may arrive and
+/// still be its sibling from the same tick: the tick itself (at most 2 ms, `TsClock`) and the
+/// path's jitter.
+const SAME_TICK_HELD_NS: i64 = 10_000_000;
 
 /// What our judgement concluded about one segment, for the phases after it.
 pub(super) struct Judged {
@@ -104,10 +108,22 @@ impl TcpState {
         // numbers every packet, so its ID tells the order exactly.
         // Every packet of the sender counts (a pure ACK sent after the held segment too); a SYN's
         // ID may come from another counter.
+        if let Some((v, _)) = s.tcp.ts {
+            fwd.ts_clock.first(v, now); // the SYN's stamp too: every segment's comes from one clock
+        }
         let tsval = s.tcp.ts.map(|t| t.0).filter(|_| flags & TCP_SYN == 0);
         let id_step = id_order(fwd, s.ip_id.filter(|_| flags & TCP_SYN == 0));
         let numbered = id_step.order;
+        // Stamped alike with the newest, but arriving long after the first packet that carried
+        // that stamp: both left within one tick of the sender's clock, so this one was held on
+        // the way; a resend leaves after its hole showed, a tick or more later (randomized lab,
+        // IPv6 with timestamps: client segments held 64-71 ms from within their burst, no
+        // later stamp and no IPv4 ID to tell, were called fast retransmits, seed 12).
+        let same_tick_held = tsval.zip(fwd.newest_tsval).is_some_and(|(v, newest)| {
+            v == newest && fwd.ts_clock.newest_age(newest, now).is_some_and(|age| age >= SAME_TICK_HELD_NS)
+        });
         let held_looking = tsval.zip(fwd.newest_tsval).is_some_and(|(v, newest)| SeqNumber(v).before(newest))
+            || same_tick_held
             || numbered == Some(std::cmp::Ordering::Less);
         // A network copy of a segment already seen (its ID, sequence and length) carries that
         // segment's ID and stamp, behind what the sender sent since: no held original, but a
@@ -129,6 +145,7 @@ impl TcpState {
         if let Some(v) = tsval {
             if fwd.newest_tsval.is_none_or(|n| SeqNumber(v).after(n)) {
                 fwd.newest_tsval = Some(v);
+                fwd.ts_clock.newest(now);
             }
         }
         let local = self.vantage.local_dir() == Some(s.dir);

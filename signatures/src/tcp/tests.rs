@@ -401,6 +401,40 @@ fn feed_ts(
     analyze(st, dir, ms * MS, &tcp, len, None)
 }
 
+/// A client's upload captured at the server, with timestamps on a clock of `tick_ms`: the
+/// segment after the first is held on the way and fills its hole at `fill_ms` stamped `tsval`.
+fn held_from_its_burst(tick_ms: u32, fill_ms: i64, tsval: Option<u32>) -> Analysis {
+    let (c, s) = (1_000u32, 5_000u32);
+    let stamp = |ms: u32| 1_000 + ms / tick_ms;
+    let mut st = TcpState::default();
+    feed_ts(&mut st, 0, 0, c, 0, TCP_SYN, 0, (stamp(0), 0));
+    feed_ts(&mut st, 1, 0, s, c + 1, TCP_SYN | A, 0, (900, stamp(0)));
+    feed_ts(&mut st, 0, 40, c + 1, s + 1, A, 0, (stamp(40), 900));
+    for i in [0u32, 2, 3, 4] {
+        feed_ts(&mut st, 0, 41, c + 1 + 1000 * i, s + 1, PA, 1000, (stamp(41), 900));
+    }
+    let v = tsval.unwrap_or(stamp(fill_ms as u32));
+    feed_ts(&mut st, 0, fill_ms, c + 1001, s + 1, PA, 1000, (v, 900))
+}
+
+/// A segment held from within its burst carries its burst's TSval, the newest the capture saw
+/// from a sender that sent nothing since; arriving 59 ms after the first packet so stamped (on a
+/// 40 ms path, too late to tell from a resend by age) it left with them: reordered. IPv6 has no
+/// ID to say so (randomized lab, IPv6 with timestamps, seed 12: client segments held 64-71 ms
+/// called fast retransmits). A resend carries a later stamp; a clock too coarse to have ticked
+/// between the burst and a resend tells nothing.
+#[test]
+fn a_late_hole_filler_stamped_as_its_burst_is_reordered() {
+    let held = held_from_its_burst(1, 100, Some(1_041));
+    assert_ne!(held.tags & REORDERED, 0, "the original, held 59 ms");
+    assert_eq!(cause(&held), None);
+    let resend = held_from_its_burst(1, 100, None);
+    assert_eq!(resend.tags & REORDERED, 0, "stamped 59 ticks later: a resend");
+    assert!(cause(&resend).is_some());
+    let coarse = held_from_its_burst(100, 100, Some(1_000));
+    assert_eq!(coarse.tags & REORDERED, 0, "a 10 Hz clock: the stamp dates nothing");
+}
+
 /// A handshake captured at the client: the SYN at 0, the SYN-ACK and the client's ACK at 40 ms
 /// (client ISN `c`, server ISN `s`).
 fn handshake_at_client(c: u32, s: u32) -> TcpState {
