@@ -126,6 +126,9 @@ impl QuicState {
             match p.ty {
                 PacketType::Initial => {
                     self.inferred.long_header(dir, ts_ns, false);
+                    if dir == 1 {
+                        self.inferred.server_initial_datagram(ts_ns, wire_len);
+                    }
                     self.initial_packets[dir] += 1;
                     if self.version_negotiation && dir == 0 {
                         self.vn_after = true;

@@ -118,6 +118,9 @@ pub struct InferredQueries {
     next_index: u32,
     first_initial_ns: Option<i64>,
     server_first_ns: Option<i64>,
+    /// The server's first datagram padded as one carrying its first flight must be (RFC 9000
+    /// §14.1: a server pads every datagram with an ack-eliciting Initial to 1,200 bytes).
+    server_flight_ns: Option<i64>,
     server_handshake_last_ns: Option<i64>,
     /// The server's last Initial packet before the client's first Handshake packet.
     server_initial_last_ns: Option<i64>,
@@ -213,6 +216,26 @@ impl InferredQueries {
         }
     }
 
+    /// A server datagram with an Initial packet, `wire_len` bytes of UDP payload on the wire.
+    /// Only a padded one can carry the server's first flight: a smaller one acknowledges a
+    /// ClientHello the server cannot answer yet. quic-go's post-quantum ClientHello spans two
+    /// datagrams; when the relay dropped the first, the server acknowledged the second at once
+    /// and sent its flight only after the client's probe timeout, 218 ms later: timed from that
+    /// acknowledgement the handshake's round trip read 290 ms on a 71 ms path, and every request
+    /// the client sent sooner than half of it after a response began merged into that response
+    /// (two-stack lab stack0001_loss in a fresh-clone CI: four requests, two queries).
+    pub fn server_initial_datagram(&mut self, ts_ns: i64, wire_len: u32) {
+        if wire_len >= PADDED_MIN {
+            self.server_flight_ns.get_or_insert(ts_ns);
+        }
+    }
+
+    /// The server's first flight (`server_initial_datagram`), or its first long-header packet of
+    /// any size from a server that does not pad.
+    fn server_flight(&self) -> Option<i64> {
+        self.server_flight_ns.or(self.server_first_ns)
+    }
+
     /// The client's Finished is in a datagram cut by the snaplen (quic.rs `hides_a_coalesced_packet`).
     pub fn finished_cut(&mut self, ts_ns: i64) {
         if self.next_index == 0 && self.current.is_none() {
@@ -221,11 +244,11 @@ impl InferredQueries {
     }
 
     /// The handshake's round trip as either vantage point sees it without keys: at the server, its
-    /// first packet to the client's first Handshake packet; at the client, its first Initial to
+    /// first flight to the client's first Handshake packet; at the client, its first Initial to
     /// the server's first packet. The other leg is the peer's processing time: the larger is
     /// the RTT. `decrypted`: the Initials' own measure, when they could be read.
     pub fn rtt_ns(&self, decrypted: Option<i64>) -> Option<i64> {
-        let server_leg = self.client_keys_ns.zip(self.server_first_ns).map(|(c, s)| c - s);
+        let server_leg = self.client_keys_ns.zip(self.server_flight()).map(|(c, s)| c - s);
         let client_leg = self.server_first_ns.zip(self.first_initial_ns).map(|(s, c)| s - c);
         decrypted.or(server_leg.max(client_leg)).filter(|&r| r > 0)
     }
@@ -251,7 +274,7 @@ impl InferredQueries {
 
     /// The capture is at the server's side: the handshake's server leg is the longer.
     fn server_side(&self) -> bool {
-        let server_leg = self.client_keys_ns.zip(self.server_first_ns).map(|(c, s)| c - s);
+        let server_leg = self.client_keys_ns.zip(self.server_flight()).map(|(c, s)| c - s);
         let client_leg = self.server_first_ns.zip(self.first_initial_ns).map(|(s, c)| s - c);
         server_leg.is_some() && server_leg >= client_leg
     }
@@ -829,6 +852,33 @@ mod tests {
         assert_eq!(qs[1].end_ns(), (123 + 40) * MS, "last byte + RTT, before the next request");
         assert!(qs.iter().all(|x| x.method == Method::QuicInferred && !x.ambiguous));
         assert_eq!(qs[2].end_ns(), 201 * MS, "never acknowledged: its last byte");
+    }
+
+    /// quic-go's ClientHello in two datagrams over a 71 ms path, the first dropped (a fresh-clone
+    /// CI's stack0001_loss): the server acknowledges the second in a 41-byte Initial at once, and
+    /// sends its flight only after the client's probe timeout re-sent both, 218 ms later. The
+    /// handshake's round trip runs from that flight (72 ms), not from the acknowledgement (290
+    /// ms, with which a request 122 ms after the response began was taken for an ACK of it and
+    /// merged: four requests read as two queries).
+    #[test]
+    fn the_handshake_rtt_runs_from_the_servers_padded_flight() {
+        let mut q = InferredQueries::default();
+        q.long_header(0, 0, false); // the ClientHello's second datagram (the first was dropped)
+        q.long_header(1, MS / 2, false); // the server's acknowledgement of it
+        q.server_initial_datagram(MS / 2, 41);
+        q.long_header(0, 218 * MS, false); // the probe timeout re-sends both datagrams
+        q.long_header(1, 218 * MS + MS / 2, false); // the server's flight
+        q.server_initial_datagram(218 * MS + MS / 2, 1280);
+        q.long_header(0, 290 * MS + MS / 2, true); // the client's Finished
+        assert_eq!(rtt(&q), Some(72 * MS));
+        for at in [291, 414] {
+            client(&mut q, at, 88); // a 67-byte request
+            response(&mut q, at + 1, 9, 1280);
+            client(&mut q, at + 73, 31);
+        }
+        q.close(rtt(&q));
+        let starts: Vec<i64> = q.ready.iter().map(|x| x.start_ns / MS).collect();
+        assert_eq!(starts, vec![291, 414]);
     }
 
     /// quic-go at snaplen 256 over a 70 ms path (the two-stack lab's stack0001_loss): the

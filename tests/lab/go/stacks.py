@@ -14,6 +14,9 @@ longer run, cut with `tshark -Y udp.port==PORT -F pcap`), scored against their l
 `cargo run --release -p tailscope-signatures --example qtruth -- X.pcap X.jsonl`:
     python -m tests.lab.go.stacks signatures/testdata --proto h3 \
         --sizes 1000,175000,1000,2000,1000,1000 --conns 1 --name go-h3-pmtu
+go-h3-hello-half-lost is one connection of a two-stack lab run (python -m tests.lab.go.eval, seed 1:
+stack0001_loss, a fresh-clone CI's), cut with `tcpdump -w X.pcap "udp port 56545"`; its .jsonl is
+that connection's lines of the client's log in the fixtures' fields.
 Needs root, tcpdump and Go >= 1.24 (GO=/usr/local/go/bin/go by default; quic-go through the Go
 module proxy: tests/lab/go/go.mod).
 """
