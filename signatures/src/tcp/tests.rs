@@ -980,6 +980,43 @@ fn an_ack_sooner_than_a_round_trip_after_a_fast_retransmit_makes_it_spurious() {
     assert_eq!((proved, fast, spurious), (None, 1, 0));
 }
 
+/// Randomized lab pool, draw0001_loss (BBR, 6 % loss both ways, SACK): a lost segment's fast
+/// retransmit, the hole still reported by SACKs of data sent after it, a second resend; the
+/// client's D-SACK then reports those bytes twice. The copy that came first may be the first
+/// resend as well as a held original: no evidence of reordering (before, counted as such, and
+/// the flow flagged `reordering` with no packet held on the path). The first resend D-SACKed
+/// alone still is.
+#[test]
+fn a_dsack_of_a_second_resend_is_no_reordering() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |second: bool| {
+        let mut st = handshake_and_request(c, s);
+        for i in 0..5u32 {
+            feed(&mut st, 1, 50, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+        }
+        for (ms, right) in [(90, 2001), (91, 3001), (92, 4001), (93, 5001)] {
+            feed_sack(&mut st, 0, ms, c + 101, s + 1, &[(s + 1001, s + right)]);
+        }
+        let first = feed(&mut st, 1, 94, s + 1, c + 101, PA, 1000, 65535, None);
+        assert_eq!(cause(&first), Some("fast_retransmit"));
+        let mut end = 5001;
+        if second {
+            for i in 0..2u32 {
+                feed(&mut st, 1, 95, s + 5001 + 1000 * i, c + 101, PA, 1000, 65535, None);
+            }
+            feed_sack(&mut st, 0, 135, c + 101, s + 1, &[(s + 1001, s + 6001)]);
+            feed_sack(&mut st, 0, 136, c + 101, s + 1, &[(s + 1001, s + 7001)]);
+            let again = feed(&mut st, 1, 136, s + 1, c + 101, PA, 1000, 65535, None);
+            assert_eq!(cause(&again), Some("fast_retransmit"));
+            end = 7001;
+        }
+        feed_sack(&mut st, 0, 180, c + 101, s + end, &[(s + 1, s + 1001)]);
+        (st.stats.retx_spurious, st.stats.reordered[1])
+    };
+    assert_eq!(run(false), (1, 1), "the first resend D-SACKed: its original was held");
+    assert_eq!(run(true), (1, 0), "the second resend D-SACKed: either copy before it may have arrived");
+}
+
 /// The same sender in NewReno recovery with two holes: the fast retransmit of segment 1 draws a
 /// partial ACK up to segment 2, whose original left 84 ms before; it is resent at once and its
 /// bytes acknowledged 16 ms later, under half the 40 ms minimum. Answering the original would
