@@ -1461,6 +1461,23 @@ mod tests {
         assert_eq!(q.ready[0].response_packets, 10);
     }
 
+    /// aioquic under reordering (lab quic_queries_reordering, 42 ms path): an ACK the relay held
+    /// 5 ms came 14.7 ms after a response's first packet. One sample that low does not lower the
+    /// path's round trip; a second below it does, to the larger of the two.
+    #[test]
+    fn a_lone_low_path_sample_does_not_lower_the_path() {
+        let mut q = handshaken();
+        let mut sample = |from: i64, ack: i64| {
+            q.sample_from = Some(from * MS);
+            q.sample_path_rtt(ack * MS, 10);
+            q.path_rtt
+        };
+        assert_eq!(sample(100, 142), Some(42 * MS));
+        assert_eq!(sample(200, 215), Some(42 * MS), "one ACK held back on the way");
+        assert_eq!(sample(300, 343), Some(42 * MS));
+        assert_eq!(sample(400, 438), Some(38 * MS), "a second sample below: the path is at most 38 ms");
+    }
+
     /// The server's ACK-only packets vary with ECN counts and ranges (26-35 bytes, then 38 in
     /// stack0006_loss): what one may grow to is measured from the largest seen.
     #[test]
