@@ -250,9 +250,16 @@ impl InferredQueries {
     /// the server's first packet. The other leg is the peer's processing time: the larger is
     /// the RTT. `decrypted`: the Initials' own measure, when they could be read.
     pub fn rtt_ns(&self, decrypted: Option<i64>) -> Option<i64> {
+        let (server_leg, client_leg) = self.handshake_legs();
+        decrypted.or(server_leg.max(client_leg)).filter(|&r| r > 0)
+    }
+
+    /// The handshake's two legs (`rtt_ns`): the server's first flight to the client's keys, and
+    /// the client's first Initial to the server's first packet.
+    fn handshake_legs(&self) -> (Option<i64>, Option<i64>) {
         let server_leg = self.client_keys_ns.zip(self.server_flight()).map(|(c, s)| c - s);
         let client_leg = self.server_first_ns.zip(self.first_initial_ns).map(|(s, c)| s - c);
-        decrypted.or(server_leg.max(client_leg)).filter(|&r| r > 0)
+        (server_leg, client_leg)
     }
 
     /// RFC 9312 §4.8.1's handshake RTT from packet headers alone (a capture cut too short to
@@ -276,8 +283,7 @@ impl InferredQueries {
 
     /// The capture is at the server's side: the handshake's server leg is the longer.
     fn server_side(&self) -> bool {
-        let server_leg = self.client_keys_ns.zip(self.server_flight()).map(|(c, s)| c - s);
-        let client_leg = self.server_first_ns.zip(self.first_initial_ns).map(|(s, c)| s - c);
+        let (server_leg, client_leg) = self.handshake_legs();
         server_leg.is_some() && server_leg >= client_leg
     }
 

@@ -120,18 +120,13 @@ impl TcpState {
             return;
         }
         let rev = &mut self.dir[1 - s.dir];
-        let Some(i) = rev
-            .recent_retx
-            .iter()
-            .rposition(|&(a, b, _, _, _)| SeqNumber(a).at_or_before(l) && SeqNumber(r).at_or_before(b))
-        else {
+        // a resend whose bytes hold the reported block
+        let holds =
+            |&(a, b, ..): &(u32, u32, u32, i64, i64)| SeqNumber(a).at_or_before(l) && SeqNumber(r).at_or_before(b);
+        let Some(i) = rev.recent_retx.iter().rposition(holds) else {
             return;
         };
-        let resent_before = rev
-            .recent_retx
-            .iter()
-            .take(i)
-            .any(|&(a, b, ..)| SeqNumber(a).at_or_before(l) && SeqNumber(r).at_or_before(b));
+        let resent_before = rev.recent_retx.iter().take(i).any(holds);
         let (rseq, rend, rtags, delay, _) = rev.recent_retx.remove(i).expect("index from rposition");
         // A resent bare FIN proved here is not proved again by the echo check (`eifel_fin`).
         if rend == rseq.wrapping_add(1) {
