@@ -51,7 +51,8 @@ Retransmission cause (per retransmitted segment; data or FIN, not SYN).
       either right after an ACK (<= ACK_REACT_NS: Linux retransmits while
       processing the ACK) or within the RACK reordering window
       (min_rtt/4 + REO_SLACK_NS) of the latest such ACK (RACK's reorder
-      timer; still dupACK/SACK-driven, the kernel counts it TCPFastRetrans).
+      timer; still dupACK/SACK-driven, the kernel counts it TCPFastRetrans;
+      on a connection with SACK only: Linux runs no RACK without it).
       Enters recovery until the recovery point is acknowledged.
     * `rto`: no such evidence (or evidence older than the RACK window) and no
       ACK just before: a timer fired. Enters loss state; every further
@@ -533,8 +534,18 @@ class _Sender:
     transmission) has been delivered - SACKed or cumulatively ACKed, a
     retransmission included. Three duplicate ACKs also count (non-SACK)."""
 
-    def __init__(self, tlp_enabled: bool, react_ns: int, no_timeouts: bool = False):
+    def __init__(self, tlp_enabled: bool, react_ns: int, no_timeouts: bool = False, sack: bool = True,
+                 paced: bool = False):
         self.tlp_enabled = tlp_enabled
+        # Linux runs RACK only on a connection with SACK (tcp_identify_packet_loss: a Reno
+        # connection marks losses by NewReno's rules, tcp_newreno_mark_lost, and arms no reorder
+        # timer): without SACK a resend is ACK-driven only when an ACK has just come in, or, from a
+        # sender that paces (BBR), when its pacing let it out (CI seed 70: BBR without SACK, resends
+        # 5-10 ms after the duplicate ACK, the kernel's fast retransmits), which the RACK window
+        # bounds as before. Seed 37 (Reno without SACK, 2026-12-07): the timer resent a hole 52 ms
+        # after the last of its duplicate ACKs, inside that window; Reno's raised reordering
+        # threshold had let the duplicate ACKs pass (TCPTimeouts 8, the flow's total_rto 2)
+        self.sack_or_paced = sack or paced
         # the sender's kernel counted no retransmission timeout at all (TCPTimeouts 0): none of its
         # resends was one, whatever the timing says
         self.no_timeouts = no_timeouts
@@ -675,9 +686,8 @@ class _Sender:
             return "rto", "backoff", why + ": backed-off timeout"
         # RACK's reorder timer (RFC 8985 6.3) also fires ~RTT + reo_wnd after the *last send*, which
         # can be well after the evidence ACK; but an RTO cannot fire before tcp_rto_min has passed.
-        if ev and ((gap_ack is not None and gap_ack <= self.react_ns) or
-                   (since_ev is not None and since_ev <= self._reo_ns()) or rack_due
-                   or not can_rto):
+        rack_window = self.sack_or_paced and ((since_ev is not None and since_ev <= self._reo_ns()) or rack_due)
+        if ev and ((gap_ack is not None and gap_ack <= self.react_ns) or rack_window or not can_rto):
             if self.mode != "recovery":
                 self.mode, self.recovery_point, self.episode_ns = "recovery", self.snd_nxt, t.t_ns
             if gap_ack is not None and gap_ack <= self.react_ns:
@@ -726,8 +736,8 @@ def _covered(ranges: list, off: int, end: int) -> bool:
 
 def _replay(flow: tuple, d: str, txs: list, acks: list, tlp_enabled: bool, react_ns: int,
             peer_isn: int | None, delivery_known: bool = True, no_timeouts: bool = False,
-            arriving: bool = False) -> tuple[list, _Sender]:
-    s = _Sender(tlp_enabled, react_ns, no_timeouts)
+            arriving: bool = False, sack: bool = True, paced: bool = False) -> tuple[list, _Sender]:
+    s = _Sender(tlp_enabled, react_ns, no_timeouts, sack, paced)
     ev = [(t.t_ns, 1, t) for t in txs if t.off is not None and t.off >= 0]
     ev += [(a.arrive_ns, 0, a) for a in acks if a.delivered and "A" in a.flags]
     ev.sort(key=lambda e: (e[0], e[1]))
@@ -1061,7 +1071,8 @@ def derive(res: ScenarioResult) -> ScenarioTruth:
         ext = res.kernel_counters.get(role, {}).get("TcpExt", {})   # counters at zero are not listed
         out, snd = _replay(flow, d, lst, txs.get((flow, other), []), tlp[role],
                            react, isn.get((flow, d)), delivery_known,
-                           no_timeouts=bool(ext) and not ext.get("TCPTimeouts"), arriving=d != out_dir)
+                           no_timeouts=bool(ext) and not ext.get("TCPTimeouts"), arriving=d != out_dir,
+                           sack=sack, paced=params.get("cc") == "bbr")
         retx += out
         senders[(flow, d)] = snd
         for r in out:

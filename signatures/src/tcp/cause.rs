@@ -69,6 +69,7 @@ pub(super) fn classify(
     ip_id: Option<u32>,
     original: Option<Unacked>,
     (ack, win, tsval): (u32, u32, Option<u32>),
+    no_sack: bool,
 ) -> u32 {
     if ta & SPURIOUS_RETRANSMISSION != 0 {
         return RETX_SPURIOUS;
@@ -124,13 +125,27 @@ pub(super) fn classify(
     // the capture, the sender's ACK of it comes back). For a sender next to the capture that is
     // nothing; for one on the far side it is most of the RTT.
     let sender_side = rev.est.srtt().unwrap_or(0);
-    let prompt = rev.lastack_ts > 0 && now - rev.lastack_ts <= (srtt + sender_side).max(FAST_RETX_WINDOW_NS);
+    // Without SACK there is no RACK to wait out (Linux marks a Reno connection's losses by
+    // NewReno's rules, tcp_newreno_mark_lost, and arms no reordering timer): the resend leaves
+    // on the ACK itself, or on a paced sender's next slot. One later than that, once the timer
+    // could have fired, was the timer's, however many duplicate ACKs came before it (CI seed
+    // 37, Reno behind a policer: the hole resent 52 ms after the last of 70 duplicate ACKs, 822
+    // ms after the last advance; Reno's reordering threshold, raised by the duplicate ACKs of
+    // the loss state before, had let them pass; the kernel counted the timeout).
+    let reaction = |slack: i64| {
+        if no_sack && timer_fired {
+            sender_side + FAST_RETX_WINDOW_NS
+        } else {
+            sender_side + slack
+        }
+    };
+    let prompt = rev.lastack_ts > 0 && now - rev.lastack_ts <= reaction(srtt).max(FAST_RETX_WINDOW_NS);
     // RACK: a segment sent after this one's latest transmission reached the receiver, so this
     // one is lost (RFC 8985 §6.2), although no SACK above it is in the latest ACK and it is not
     // at the hole (losses found this way once the ACKs that showed them have passed).
     // RACK retransmits on the ACK that delivered the later segment, or when its reordering
     // window (a quarter of the RTT) runs out: a resend later than that was its timer's.
-    let rack_prompt = rev.lastack_ts > 0 && now - rev.lastack_ts <= sender_side + (srtt / 4).max(FAST_RETX_WINDOW_NS);
+    let rack_prompt = rev.lastack_ts > 0 && now - rev.lastack_ts <= reaction((srtt / 4).max(FAST_RETX_WINDOW_NS));
     let rack_lost = rack_prompt && original.is_some_and(|o| fwd.delivered_sent_ts > o.ts_ns);
     if prompt && (sacked_above || (at_hole && dupacks >= 2) || rack_lost) {
         return RETX_FAST; // dupACK or SACK driven (RFC 5681, RFC 6675, RFC 8985 RACK)

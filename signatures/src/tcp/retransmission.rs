@@ -241,7 +241,7 @@ impl TcpState {
         let first_ts = original.map_or(unseen_since, |u| u.first_ts_ns);
         let copy_fields = (s.ack, s.window, s.tcp.ts.map(|x| x.0));
         let original = fwd.segments.latest_exact(seq, seglen).or(original);
-        let cause = classify(fwd, rev, *ta, seq, seglen, flags, now, s.ip_id, original, copy_fields);
+        let cause = classify(fwd, rev, *ta, seq, seglen, flags, now, s.ip_id, original, copy_fields, self.no_sack);
         *ta |= cause;
         // Tail loss: a timer-driven recovery (RTO or TLP) with nothing above the hole acked
         // or SACKed, so the last segment(s) of the burst were what was lost. Data only: a lost

@@ -1326,3 +1326,41 @@ fn a_request_whose_copies_the_ids_show_lost_starts_when_the_first_left() {
     // (Windows, which stamps nothing by default) or random IDs.
     assert_eq!(query_stamped(13, true, false), (1_000, 1_041, false, 0));
 }
+
+/// CI seed 37 (Reno behind a 1.9 Mbit/s policer, 154 ms): after a timeout's loss state ended,
+/// a hole drew 70 duplicate ACKs that Reno's raised reordering threshold let pass, and the
+/// timer resent it 52 ms after the last of them, 822 ms after the last advance (the kernel
+/// counted the timeout). Without SACK no RACK window excuses the wait: an RTO. Resent on the
+/// duplicate ACK it is a fast retransmit; with SACK, RACK may wait that long after it.
+#[test]
+fn without_sack_a_hole_resent_long_after_its_duplicate_acks_is_the_timers() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |sack: bool, resend_ms: i64| {
+        let mut st = TcpState::default();
+        let hs = |seq, ack, flags| TcpInfo {
+            seq,
+            ack,
+            flags,
+            window: 65535,
+            header_len: 20,
+            sack_permitted: sack,
+            ..TcpInfo::default()
+        };
+        analyze(&mut st, 0, 0, &hs(c, 0, TCP_SYN), 0, None);
+        analyze(&mut st, 1, 0, &hs(s, c + 1, TCP_SYN | A), 0, None);
+        feed(&mut st, 0, 150, c + 1, s + 1, A, 0, 65535, None);
+        feed(&mut st, 0, 151, c + 1, s + 1, PA, 100, 65535, None);
+        for i in 0..10u32 {
+            feed(&mut st, 1, 160, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+        }
+        feed(&mut st, 0, 310, c + 101, s + 2001, A, 0, 65535, None);
+        for k in 0..40i64 {
+            feed(&mut st, 0, 312 + 10 * k, c + 101, s + 2001, A, 0, 65535, None);
+        }
+        cause(&feed(&mut st, 1, resend_ms, s + 2001, c + 101, PA, 1000, 65535, None))
+    };
+    // the last duplicate ACK came at 702 ms
+    assert_eq!(run(false, 754), Some("rto"));
+    assert_eq!(run(false, 703), Some("fast_retransmit"));
+    assert_eq!(run(true, 754), Some("fast_retransmit"));
+}
