@@ -61,6 +61,7 @@ impl TcpState {
         self.eifel_fin(s, out);
         self.eifel_data(s, out);
         self.answered_original(s, out);
+        let reader_held = s.dir == 0 && self.reader_held(s);
         let rev = &mut self.dir[1 - s.dir];
         let mut rack = Rack { delivered: rev.delivered_sent_ts, min_rtt: rev.rtt.min.unwrap_or(0), now };
         // A hole an overtaken ACK reports was closed by the ACK that passed it, and no resend or
@@ -90,7 +91,7 @@ impl TcpState {
             rev.est.add(r);
             rev.rtt.add(r);
             out.rtt_ns = Some(r);
-            if s.dir == 0 {
+            if s.dir == 0 && !reader_held {
                 self.path.rtt(now - r, r, bif);
             }
         }

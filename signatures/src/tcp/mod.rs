@@ -125,6 +125,9 @@ pub struct TcpState {
     client_syn_mss: Option<u32>,
     /// The client's window scale, as the server's sends apply it.
     client_window_shift: Option<u8>,
+    /// The client's latest ACK and the right edge of the window it advertised (ACK + scaled
+    /// window).
+    client_window_edge: Option<(u32, u64)>,
     /// A SYN or SYN-ACK of the flow did not offer SACK: no D-SACK will tell a duplicate, and
     /// the timestamp echo is the proof of a spurious data resend (`ack::eifel_data`).
     no_sack: bool,
@@ -248,6 +251,7 @@ impl TcpState {
         if s.flags & TCP_ACK == 0 {
             return;
         }
+        self.client_window_edge = self.window_edge(s).map(|edge| (s.ack, edge));
         let server = &self.dir[1];
         if let (Some(shift), true) = (self.client_window_shift, server.high != 0) {
             let bif = server.high.wrapping_sub(s.ack);
@@ -255,6 +259,22 @@ impl TcpState {
                 self.path.window_opened(s.now, bif, u64::from(s.window) << shift, self.server_mss);
             }
         }
+    }
+
+    /// The right edge of the window a client ACK advertises, in bytes past the ACK's sequence
+    /// space origin (unwrapped enough to compare two ACKs of one window).
+    fn window_edge(&self, s: &Segment<'_>) -> Option<u64> {
+        self.client_window_shift.map(|shift| u64::from(s.ack) + (u64::from(s.window) << shift))
+    }
+
+    /// A client ACK that acknowledges data but leaves its window's right edge where the previous
+    /// ACK put it: the reader took nothing, and the receiver chose when to send it (Linux holds
+    /// such an ACK for its delayed-ACK timer). Its RTT sample times the reader, not the path.
+    /// (Unseen axis seed 107, a slow reader with an 8 kB buffer on a 42 ms path: two such ACKs
+    /// in a row, 83 and 90 ms after their data, made the flow's RTT series a bufferbloat one.)
+    /// (A duplicate ACK leaves the edge in place too; its SACK block may time a segment.)
+    fn reader_held(&self, s: &Segment<'_>) -> bool {
+        self.client_window_edge.is_some_and(|(ack, edge)| ack != s.ack && self.window_edge(s) == Some(edge))
     }
 
     fn report_to_queries(&mut self, s: &Segment<'_>, ta: u32, out: &Analysis, judged: &retransmission::Judged) {

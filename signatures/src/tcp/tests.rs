@@ -1364,3 +1364,41 @@ fn without_sack_a_hole_resent_long_after_its_duplicate_acks_is_the_timers() {
     assert_eq!(run(false, 703), Some("fast_retransmit"));
     assert_eq!(run(true, 754), Some("fast_retransmit"));
 }
+
+/// Unseen axis seed 107 (a slow reader with an 8 kB buffer on a 42 ms path, port 39744): the
+/// reader stopped, and the client's ACKs of the last two segments, each leaving the window's
+/// right edge where the previous ACK had put it, came 83 and 90 ms after their data - held by
+/// the receiver, not the network. They time the reader: not in the path's RTT series, which
+/// otherwise read as a queue building (bufferbloat) on a path with none.
+#[test]
+fn an_ack_that_leaves_the_window_edge_in_place_times_the_reader_not_the_path() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |reader_stalled: bool| {
+        let mut st = handshake_and_request(c, s);
+        let server = |st: &mut TcpState, ms: i64, seq: u32| {
+            let tcp = TcpInfo { seq, ack: c + 101, flags: PA, window: 65535, header_len: 20, ..TcpInfo::default() };
+            st.analyze(&PacketIn {
+                dir: 1,
+                ts_ns: ms * MS,
+                tcp: &tcp,
+                seglen: 1000,
+                ip_id: None,
+                peer_window_shift: Some(0),
+                payload: &[],
+            });
+        };
+        for i in 0..12u32 {
+            let t = 100 + 50 * i64::from(i);
+            server(&mut st, t, s + 1 + 1000 * i);
+            feed(&mut st, 0, t + 40, c + 101, s + 1001 + 1000 * i, A, 0, 8000, None);
+        }
+        server(&mut st, 700, s + 12_001);
+        server(&mut st, 701, s + 13_001);
+        let (w1, w2) = if reader_stalled { (7000, 6000) } else { (8000, 8000) };
+        feed(&mut st, 0, 790, c + 101, s + 13_001, A, 0, w1, None);
+        feed(&mut st, 0, 791, c + 101, s + 14_001, A, 0, w2, None);
+        st.path.finish(1_000 * MS, Some(40 * MS), &|_| Some(40 * MS)).bufferbloat
+    };
+    assert!(run(false), "the same waits with the reader reading are a queue's");
+    assert!(!run(true));
+}
