@@ -31,7 +31,8 @@ from tests.lab import run_scenarios  # noqa: E402
 from tests.lab.draws import AXES, at_client, parse_seeds, pool  # noqa: E402
 from tests.lab.pool import (CI_SEEDS, CLIENT_TARGETS, POOL_TARGETS, RWND_ROW, broken_tables, format_pool,  # noqa: E402
                             score)
-from tests.lab.report import failed_runs, require_lab, rerun_once, show_table, untrustworthy, why  # noqa: E402
+from tests.lab.report import (failed_runs, require_lab, rerun_once, show_table, unexplained_counter_checks,  # noqa: E402
+                              untrustworthy, why)
 from tests.lab.evaluate import TARGET  # noqa: E402
 from tests.lab.budget_check import CLEAN_ROW, POLICING_ROW, QUEUE_ROW  # noqa: E402
 from tests.lab.pool import FLOOR_ROW  # noqa: E402
@@ -68,7 +69,7 @@ def _run_pool(tmp_path_factory, name: str, draws: list, targets=None):
     by_name = {d.name: d for d in draws}
     pe = score(results, out / "eval", by_name, targets=targets)
     # as test_lab_signatures: a draw whose ground truth went wrong is repeated once
-    bad = untrustworthy(pe.ev, accept=_explained)
+    bad = untrustworthy(pe.ev)
     if bad:
         results = rerun_once(draws, results, bad, out)
         kept = {n: o for n, o in pe.ev.outputs.items() if n not in bad}
@@ -133,7 +134,7 @@ def test_print_table_axes(pooled_axes, request, capsys):
 
 def test_every_axis_draw_ran_and_its_truth_holds(pooled_axes):
     assert not failed_runs(pooled_axes.ev.results)
-    bad = _unexplained_counter_checks(pooled_axes)
+    bad = unexplained_counter_checks(pooled_axes.ev.truths)
     assert not bad, bad
 
 
@@ -178,36 +179,6 @@ def test_every_draw_ran(pooled):
     assert not bad, bad
 
 
-def _explained(t, key: str, check: dict) -> bool:
-    """Two mismatches of the truth with the sender's counters that the replay's known gap
-    explains (it does not model Linux's RACK reordering timer yet, issue 16):
-    - a TCPFastRetrans count the truth falls short of by exactly the resends it left undecided
-      (cause `unknown`: timer-like, sooner than any RTO, no probe possible - what the RACK timer
-      sends in recovery and counts as a fast retransmit). Those resends are not scored;
-    - fast and slow-start (loss state) resends whose sum agrees exactly with the kernel's while a
-      few moved from one count to the other (a RACK timer firing in recovery that the replay
-      took for the RTO's go-back-N; F-RTO's undo moves segments the same way): no resend is
-      missing or invented, and at most 5% of them moved (pool seeds 1-40, draw0014_bottleneck:
-      truth 159 fast + 13 loss state, kernel 164 + 8)."""
-    role = key.split(".", 1)[0]
-    d = "s2c" if role == "server" else "c2s"
-    undecided = sum(1 for r in t.retx if r.dir == d and r.cause == "unknown")
-    if key.endswith("TCPFastRetrans") and check["truth"] + undecided == check["kernel"]:
-        return True
-    pair = [t.counter_check.get(f"{role}.{k}") for k in ("TCPFastRetrans", "TCPSlowStartRetrans")]
-    if key.rsplit(".", 1)[1] in ("TCPFastRetrans", "TCPSlowStartRetrans") and all(pair):
-        total = pair[0]["kernel"] + pair[1]["kernel"]
-        moved = abs(pair[0]["truth"] - pair[0]["kernel"])
-        return pair[0]["truth"] + pair[1]["truth"] == total and moved <= max(1, 0.05 * total)
-    return False
-
-
-def _unexplained_counter_checks(pe) -> dict:
-    bad = {n: {k: v for k, v in t.counter_check.items() if not v["ok"] and not _explained(t, k, v)}
-           for n, t in pe.ev.truths.items()}
-    return {n: v for n, v in bad.items() if v}
-
-
 def _assert_target(pe, signature: str) -> None:
     row = pe.row(signature)
     target = row.target or TARGET          # the pool's figure for the row (pool.ROW_TARGETS)
@@ -216,7 +187,7 @@ def _assert_target(pe, signature: str) -> None:
 
 
 def test_truth_agrees_with_the_senders_counters(pooled):
-    bad = _unexplained_counter_checks(pooled)
+    bad = unexplained_counter_checks(pooled.ev.truths)
     assert not bad, bad
 
 
@@ -255,7 +226,7 @@ def test_print_table_at_client(pooled_at_client, request, capsys):
 
 def test_every_draw_at_the_client_ran_and_its_truth_holds(pooled_at_client):
     assert not failed_runs(pooled_at_client.ev.results)
-    bad = _unexplained_counter_checks(pooled_at_client)
+    bad = unexplained_counter_checks(pooled_at_client.ev.truths)
     assert not bad, bad
 
 

@@ -392,7 +392,7 @@ def score_draw(name: str, truth, outputs, res, rows: dict) -> None:
                 # the lab's own path queued (a loaded machine's relay behind a bulk transfer): the
                 # truth measured it in the RTT samples, and the queueing row scores it
                 del bad["queueing"]
-            if "spurious_retransmission" in bad and any(r.flow == k and r.spurious for r in truth.retx):
+            if "spurious_retransmission" in bad and k in truth.spurious_flows:
                 # and that queue fired the sender's timer before the ACK was back: the truth
                 # records the resends of delivered bytes (unseen axis seed 112)
                 del bad["spurious_retransmission"]

@@ -471,10 +471,11 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None, truths:
             spurious_frames = {r.frame for r in t.retx if r.spurious and r.frame is not None}
             for p in o.packets:
                 ok_tags = BENIGN_TAGS | (READER_TAGS if p["flow_id"] in paused_ids else frozenset())
-                if p["frame"] in spurious_frames and p.get("retx_cause") == "spurious":
+                excused_resend = p["frame"] in spurious_frames and p.get("retx_cause") == "spurious"
+                if excused_resend:
                     ok_tags |= SPURIOUS_TAGS
                 bad = [x for x in _tags(p) if x not in ok_tags]
-                if bad or (p.get("retx_cause") and not ok_tags >= SPURIOUS_TAGS):
+                if bad or (p.get("retx_cause") and not excused_resend):
                     trouble_by_flow[flow_id_key.get(p["flow_id"])].append(f"frame {p['frame']} {bad}")
             for e in o.events:
                 if e.get("signature") == "retransmission" and e.get("frame") in spurious_frames:
@@ -491,8 +492,7 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None, truths:
                 unscored = ft and (ft.bufferbloat_borderline or ft.bloat is None)
                 real = (ft.labels() | ({"bufferbloat"} if unscored else set())
                         | (READER_TAGS if ft.reader_paused else set())
-                        | ({"spurious_retransmission"} if any(r.flow == key and r.spurious for r in t.retx)
-                           else set())) if ft else set()
+                        | ({"spurious_retransmission"} if key in t.spurious_flows else set())) if ft else set()
                 bad = trouble_by_flow.get(key, []) + [f"flow signature {s}" for s in sigs if s not in real]
                 clean.pos_scenarios.add(n)
                 if bad:

@@ -379,6 +379,12 @@ class ScenarioTruth:
         return {r.frame: r for r in self.retx if r.frame is not None}
 
     @property
+    def spurious_flows(self) -> set:
+        """Flow keys where the sender resent bytes the receiver already had (a clean draw's
+        loaded relay can fire a timer before the ACK is back: unseen axis seed 112)."""
+        return {r.flow for r in self.retx if r.spurious}
+
+    @property
     def tails(self) -> list:
         return [t for f in self.flows.values() for t in f.tails]
 
