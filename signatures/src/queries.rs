@@ -329,6 +329,10 @@ pub struct QueryTracker {
 /// 300 ms): a resend never comes sooner after its original.
 const RTO_MIN_NS: i64 = 200_000_000;
 
+/// The most a client segment carries (an Ethernet MSS): a hole of this many bytes below a
+/// request was at least one segment lost before the capture (`lost_request_since`).
+const HOLE_SEGMENT_BYTES: u32 = 1460;
+
 /// The most client bytes a server's ACK may cover unseen and still count as a request.
 const MAX_UNSEEN_REQUEST: u32 = 1 << 20;
 
@@ -374,9 +378,9 @@ pub struct Seen {
     pub server_mss: u32,
     /// Client packets sent just before this one that never reached the capture, by the client's
     /// IPv4 IDs (counted one by one per connection, as Linux does), with the client's
-    /// retransmission timeout as the round trips through the capture estimate it (RFC 6298);
-    /// None when the IDs tell nothing.
-    pub unseen_before: Option<(u16, i64)>,
+    /// retransmission timeout (RFC 6298) and tail loss probe timeout (2 SRTT) as the round trips
+    /// through the capture estimate them; None when the IDs tell nothing.
+    pub unseen_before: Option<(u16, i64, i64)>,
 }
 
 /// What a segment of a TLS connection carries, read from the record headers it starts with
@@ -435,9 +439,15 @@ fn control_record(s: &Seen) -> bool {
 /// segments go out back to back; a control record sent as a response ended - Go's client sends
 /// the connection's WINDOW_UPDATE once it read the body - is followed by the next request only
 /// after the client's pause). A next request within one round trip keeps the earlier start: an
-/// error below one RTT.
+/// error below one RTT. A resend of bytes below the exchange's first (the last control record,
+/// lost before the capture, its hole shown by the request that restarted the exchange) came
+/// before that request, not after: two-stack lab stack0006_loss, where it restarted the request
+/// 60 ms late a second time - 146 ms against the client's 395.
 fn restarts(q: &Query, s: &Seen) -> bool {
-    s.c2s && q.control_only && q.first_byte_ns.is_none()
+    s.c2s
+        && q.control_only
+        && q.first_byte_ns.is_none()
+        && q.request_seq.is_none_or(|r| SeqNumber(s.seq).at_or_after(r))
 }
 
 /// A whole request lost before the capture, its first copy sent at `first_left`, repaired by
@@ -657,7 +667,7 @@ impl QueryTracker {
                 if let Some(t) = dated {
                     lost_before_capture(q, t, s.ts_ns);
                 }
-                (q.request_bytes, q.request_packets) = (0, 0);
+                (q.request_bytes, q.request_packets, q.request_seq) = (0, 0, None);
                 if q.index == 0 {
                     q.setup_ns = self.first_syn_ns.map(|t| (q.start_ns - t).max(0));
                 }
@@ -819,13 +829,34 @@ impl QueryTracker {
     /// the packet the client numbered before them. (Two-stack lab stack0006_loss: an HTTP/2
     /// request lost twice, 592 ms before its third copy reached the server; the query said
     /// 60 ms against the client's 652.)
+    ///
+    /// Bytes missing below it (a hole it shows) were segments of their own, lost before the
+    /// capture too: they account for skipped IDs that are no copies of the request, and with
+    /// them outstanding the client's first resend was Linux's tail loss probe of its last
+    /// segment, two round trips after it (`tcp_schedule_loss_probe`: 2 SRTT with more than one
+    /// packet out), not a timeout. (Another stack0006_loss run: a WINDOW_UPDATE and the request
+    /// behind it lost, two IDs skipped; the request's probe came 189 ms after it on a 59 ms
+    /// path, and dating it as two timeouts back put it at the packet before, 50 ms early.)
     fn lost_request_since(&self, s: &Seen) -> Option<i64> {
-        let (lost, rto) = s.unseen_before?;
+        let (skipped, rto, pto) = s.unseen_before?;
         let (prev_ns, all_acked) = self.last_client?;
-        if !s.c2s || s.new_data == 0 || !all_acked || s.ts_ns - prev_ns < RTO_MIN_NS {
+        if !s.c2s || s.new_data == 0 || !all_acked {
             return None;
         }
-        let backoff = rto.saturating_mul((1i64 << lost.min(16)) - 1);
+        let hole = self
+            .request_end
+            .filter(|&e| SeqNumber(s.seq).after(e))
+            .map_or(0, |e| s.seq.wrapping_sub(e).min(MAX_UNSEEN_REQUEST));
+        let hole_segments = u16::try_from(hole.div_ceil(HOLE_SEGMENT_BYTES)).unwrap_or(u16::MAX);
+        let copies = skipped.saturating_sub(hole_segments);
+        let quiet = if hole > 0 { pto * 3 / 4 } else { RTO_MIN_NS };
+        if copies == 0 || s.ts_ns - prev_ns < quiet {
+            return None;
+        }
+        // Timeouts double (RFC 6298 §5.5); a probe does not, and the timer re-armed after it
+        // starts from the RTO.
+        let timeouts = |n: u16| rto.saturating_mul((1i64 << n.min(16)) - 1);
+        let backoff = if hole > 0 { pto.saturating_add(timeouts(copies - 1)) } else { timeouts(copies) };
         Some(s.ts_ns.saturating_sub(backoff).max(prev_ns))
     }
 
@@ -1492,7 +1523,7 @@ mod tests {
     /// its first copy left, charged as tail loss; the query said 145 ms against the client's 489.
     #[test]
     fn a_request_lost_before_the_capture_after_a_control_record_starts_when_it_left() {
-        let run = |unseen_before: Option<(u16, i64)>| {
+        let run = |unseen_before: Option<(u16, i64, i64)>| {
             let mut t = QueryTracker::default();
             handshake(&mut t);
             t.observe(&Seen { tls: app_data(300), ..seen(true, 40, 100, 300, true, 500) });
@@ -1513,6 +1544,46 @@ mod tests {
             (q.start_ns / MS, q.request_bytes, q.request_retransmitted, tail / MS)
         };
         assert_eq!(run(None), (1_000, 52, false, 0));
-        assert_eq!(run(Some((1, 240 * MS))), (760, 52, true, 240));
+        assert_eq!(run(Some((1, 240 * MS, 100 * MS))), (760, 52, true, 240));
+    }
+
+    /// Two-stack lab stack0006_loss: the client's last WINDOW_UPDATE after a response and its
+    /// next request 50 ms later (49 bytes, as small as a control record) were both lost before
+    /// the capture; the request's copy came first, the tail loss probe 190 ms after it (the IDs
+    /// skipped two: one of them the WINDOW_UPDATE whose hole it shows), then the control
+    /// record's, filling that hole. The control record's resend repeats bytes sent before the
+    /// request: the query keeps the request's start (it had restarted at that resend, 60 ms
+    /// late: 146 ms against the client's 395), dated one probe back (two timeouts back, it was
+    /// the packet before: 50 ms early).
+    #[test]
+    fn a_control_record_resent_after_the_request_is_no_later_request() {
+        let mut t = QueryTracker::default();
+        handshake(&mut t);
+        t.observe(&Seen { tls: app_data(300), ..seen(true, 40, 100, 300, true, 500) });
+        t.observe(&Seen { tls: app_data(1000), ..seen(false, 41, 500, 1000, true, 400) });
+        t.observe(&seen(true, 81, 400, 0, false, 1500));
+        t.observe(&Seen { tls: app_data(48), ..seen(true, 82, 400, 48, true, 1500) });
+        let request = Seen {
+            tls: app_data(49),
+            unseen_before: Some((2, 300 * MS, 190 * MS)),
+            ..seen(true, 322, 496, 49, true, 1500)
+        };
+        t.observe(&request);
+        let fill = Seen {
+            tls: app_data(48),
+            hole: Some((322 * MS, 48)),
+            retx_delay_ns: Some(60 * MS),
+            ..seen(true, 382, 448, 48, false, 1500)
+        };
+        t.observe(&fill);
+        t.observe(&Seen { tls: app_data(1000), ..seen(false, 383, 1500, 1000, true, 545) });
+        t.observe(&seen(true, 423, 545, 0, false, 2500));
+        t.close();
+        let mut all: Vec<Query> = t.ready.iter().chain(&t.done).cloned().collect();
+        all.sort_by_key(|q| q.index);
+        assert_eq!(all.len(), 2, "the control records are no query of their own");
+        let q = &all[1];
+        assert_eq!((q.start_ns / MS, q.request_bytes, q.request_retransmitted), (132, 97, true));
+        assert_eq!(q.response_bytes, 1000);
     }
 }

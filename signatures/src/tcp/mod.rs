@@ -318,8 +318,10 @@ impl TcpState {
             server_mss: self.server_mss,
             unseen_before: (s.dir == 0 && judged.unseen_before > 0).then(|| {
                 // The client's round trip is both halves through the capture.
-                let rto = self.dir[1].est.rto().saturating_add(self.dir[0].est.srtt().unwrap_or(0));
-                (judged.unseen_before, rto)
+                let near = self.dir[0].est.srtt().unwrap_or(0);
+                let rto = self.dir[1].est.rto().saturating_add(near);
+                let srtt = self.dir[1].est.srtt().map_or(rto, |far| far.saturating_add(near));
+                (judged.unseen_before, rto, srtt.saturating_mul(2))
             }),
         });
     }
