@@ -187,7 +187,12 @@ impl TcpState {
             // draw0013_policing_client: a hole seen 13.8 ms before its resend on a 42 ms path).
             // A later stamp says so outright (draw0003_short_loss_client: the server's FIN
             // resent 1.7 ms after a pure ACK showed it lost).
-            let repairing = fwd.resend_fill_ts.is_some_and(|t| now - t < min_rtt);
+            // A round trip with the path's variation: NewReno resends the next hole on the
+            // partial ACK that a resend's fill drew, so that resend arrives a round trip after
+            // the fill, a jitter's worth late or early (client-side capture, pool
+            // draw0001_loss_client, SACK off, IPv6: 32.2 ms after the fill on a 31.2 ms
+            // handshake RTT, 3.6 ms after its own hole showed, was called reordered).
+            let repairing = fwd.resend_fill_ts.is_some_and(|t| now - t < min_rtt + min_rtt / 2);
             let young = !repairing
                 && !stamped_after
                 && hole_age.is_some_and(|age| (age as f64) < REORDER_RTT_SHARE * min_rtt as f64);

@@ -543,6 +543,19 @@ fn a_young_hole_fill_at_the_client_is_a_resend_when_stamped_later_or_during_repa
     let during_repair = unstamped(true);
     assert_eq!(during_repair.tags & REORDERED, 0, "the server was resending: a resend");
     assert!(cause(&during_repair).is_some());
+
+    // NewReno resends the next hole on the partial ACK the last fill drew: that resend comes a
+    // round trip after the fill, a jitter's worth late (pool draw0001_loss_client: 32.2 ms on
+    // a 31.2 ms handshake RTT)
+    let mut st = handshake_at_client(c, s);
+    feed(&mut st, 0, 41, c + 1, s + 1, PA, 100, 65535, None);
+    for i in [0u32, 2] {
+        feed(&mut st, 1, 81, s + 1 + 1000 * i, c + 101, PA, 1000, 65535, None);
+    }
+    feed(&mut st, 1, 125, s + 1001, c + 101, PA, 1000, 65535, None);
+    feed(&mut st, 1, 162, s + 4001, c + 101, PA, 1000, 65535, None);
+    let partial_ack_resend = feed(&mut st, 1, 166, s + 3001, c + 101, PA, 1000, 65535, None);
+    assert_eq!(partial_ack_resend.tags & REORDERED, 0, "41 ms after the fill on a 40 ms path: a resend");
 }
 
 /// Lab policing_x6: the client's ACKs of one burst arrive reordered (one overtaken by the
