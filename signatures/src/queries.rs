@@ -1516,6 +1516,22 @@ mod tests {
         SegmentRecords::walk(&b, len as usize)
     }
 
+    /// The handshake, a 300-byte request at 40 ms, its 1,000-byte response at 41 ms, the client's
+    /// ACK of it at 81 ms and a 48-byte HTTP/2 WINDOW_UPDATE record at 82 ms (client bytes to 448).
+    fn exchange_then_window_update(t: &mut QueryTracker) {
+        handshake(t);
+        t.observe(&Seen { tls: app_data(300), ..seen(true, 40, 100, 300, true, 500) });
+        t.observe(&Seen { tls: app_data(1000), ..seen(false, 41, 500, 1000, true, 400) });
+        t.observe(&seen(true, 81, 400, 0, false, 1500));
+        t.observe(&Seen { tls: app_data(48), ..seen(true, 82, 400, 48, true, 1500) });
+    }
+
+    /// Every query of the flow once it ended, in index order (`QueryTracker::close`).
+    fn closed_queries(mut t: QueryTracker) -> Vec<Query> {
+        t.close();
+        t.done
+    }
+
     /// Two-stack lab stack0001_loss: an HTTP/2 client's WINDOW_UPDATE (a 48-byte record) as it
     /// read a response opened an exchange; its next request, sent 350 ms later, was lost before
     /// the capture and its copy came a retransmission timeout after (the client's IPv4 IDs skipped
@@ -1525,19 +1541,13 @@ mod tests {
     fn a_request_lost_before_the_capture_after_a_control_record_starts_when_it_left() {
         let run = |unseen_before: Option<(u16, i64, i64)>| {
             let mut t = QueryTracker::default();
-            handshake(&mut t);
-            t.observe(&Seen { tls: app_data(300), ..seen(true, 40, 100, 300, true, 500) });
-            t.observe(&Seen { tls: app_data(1000), ..seen(false, 41, 500, 1000, true, 400) });
-            t.observe(&seen(true, 81, 400, 0, false, 1500));
-            t.observe(&Seen { tls: app_data(48), ..seen(true, 82, 400, 48, true, 1500) });
+            exchange_then_window_update(&mut t);
             t.observe(&seen(false, 122, 1500, 0, false, 448));
             let request = Seen { tls: app_data(52), unseen_before, ..seen(true, 1000, 448, 52, true, 1500) };
             t.observe(&request);
             t.observe(&Seen { tls: app_data(1000), ..seen(false, 1001, 1500, 1000, true, 500) });
             t.observe(&seen(true, 1041, 500, 0, false, 2500));
-            t.close();
-            let mut all: Vec<Query> = t.ready.iter().chain(&t.done).cloned().collect();
-            all.sort_by_key(|q| q.index);
+            let mut all = closed_queries(t);
             assert_eq!(all.len(), 2, "the control record is no query of its own");
             let q = all.remove(1);
             let tail: i64 = q.charges.items().filter(|c| c.0 == "tail_loss").map(|c| c.1).sum();
@@ -1558,11 +1568,7 @@ mod tests {
     #[test]
     fn a_control_record_resent_after_the_request_is_no_later_request() {
         let mut t = QueryTracker::default();
-        handshake(&mut t);
-        t.observe(&Seen { tls: app_data(300), ..seen(true, 40, 100, 300, true, 500) });
-        t.observe(&Seen { tls: app_data(1000), ..seen(false, 41, 500, 1000, true, 400) });
-        t.observe(&seen(true, 81, 400, 0, false, 1500));
-        t.observe(&Seen { tls: app_data(48), ..seen(true, 82, 400, 48, true, 1500) });
+        exchange_then_window_update(&mut t);
         let request = Seen {
             tls: app_data(49),
             unseen_before: Some((2, 300 * MS, 190 * MS)),
@@ -1578,9 +1584,7 @@ mod tests {
         t.observe(&fill);
         t.observe(&Seen { tls: app_data(1000), ..seen(false, 383, 1500, 1000, true, 545) });
         t.observe(&seen(true, 423, 545, 0, false, 2500));
-        t.close();
-        let mut all: Vec<Query> = t.ready.iter().chain(&t.done).cloned().collect();
-        all.sort_by_key(|q| q.index);
+        let all = closed_queries(t);
         assert_eq!(all.len(), 2, "the control records are no query of their own");
         let q = &all[1];
         assert_eq!((q.start_ns / MS, q.request_bytes, q.request_retransmitted), (132, 97, true));
