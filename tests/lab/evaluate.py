@@ -468,7 +468,7 @@ def evaluate(results: dict, work_dir: Path, outputs: dict | None = None, truths:
             # a queue on the lab's own path (a loaded relay behind bulk transfers) can make a
             # sender's timer fire before the ACK is back: a resend of delivered bytes the truth
             # records as spurious is what happened, not trouble invented (unseen axis seed 112)
-            spurious_frames = {r.frame for r in t.retx if r.spurious and r.frame is not None}
+            spurious_frames = t.spurious_frames
             for p in o.packets:
                 ok_tags = BENIGN_TAGS | (READER_TAGS if p["flow_id"] in paused_ids else frozenset())
                 excused_resend = p["frame"] in spurious_frames and p.get("retx_cause") == "spurious"

@@ -386,6 +386,11 @@ class ScenarioTruth:
         return {r.flow for r in self.retx if r.spurious}
 
     @property
+    def spurious_frames(self) -> set:
+        """Capture frames of those resends (the ones the capture holds)."""
+        return {r.frame for r in self.retx if r.spurious and r.frame is not None}
+
+    @property
     def tails(self) -> list:
         return [t for f in self.flows.values() for t in f.tails]
 
