@@ -1415,3 +1415,31 @@ fn an_ack_that_leaves_the_window_edge_in_place_times_the_reader_not_the_path() {
     assert!(run(false), "the same waits with the reader reading are a queue's");
     assert!(!run(true));
 }
+
+/// Without SACK (unseen axis seed 3020: server segments held 71 ms after the capture): the
+/// first segment of a burst is held, three duplicate ACKs draw its fast retransmit, and the
+/// held original arrives first: the ACK covering the burst echoes the original's stamp. The
+/// resend was spurious and the original came after later data: reordering, as a D-SACK of the
+/// resend counts with SACK. When the echo is an earlier resend's stamp, that resend was the
+/// copy that filled the hole, and the original may have been lost: no reordering.
+#[test]
+fn without_sack_a_fast_retransmit_the_echo_proves_spurious_counts_reordering() {
+    let (c, s) = (1_000u32, 5_000u32);
+    let run = |resent_before: bool| {
+        let mut st = ts_burst_then_dupacks(c, s, 4);
+        if resent_before {
+            feed_ts(&mut st, 1, 84, s + 1, c + 101, PA, 1000, (984, 184));
+            for k in 0..3 {
+                feed_ts(&mut st, 0, 86 + k, c + 101, s + 1, A, 0, (186 + k as u32, 942));
+            }
+        }
+        let resend = feed_ts(&mut st, 1, 90, s + 1, c + 101, PA, 1000, (990, 188));
+        assert_eq!(cause(&resend), Some("fast_retransmit"));
+        let echo = if resent_before { 984 } else { 942 };
+        let ack = feed_ts(&mut st, 0, 125, c + 101, s + 4001, A, 0, (225, echo));
+        assert!(ack.proved_spurious[1].is_some());
+        st.stats.reordered[1]
+    };
+    assert_eq!(run(false), 1);
+    assert_eq!(run(true), 0);
+}
