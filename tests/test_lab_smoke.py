@@ -520,6 +520,26 @@ def test_truth_tail_revealed_by_a_later_delivered_send_is_not_timer_only():
     assert not _revealed([tail], sent, repair, [])
 
 
+def test_truth_a_later_piece_of_a_super_segment_reveals_a_mid_burst_loss():
+    """Without SACK, a duplicate ACK drawn by data sent after a lost run says the run was not the
+    burst's end. Under GSO the wire pieces of one captured super-segment share its capture time,
+    and the kernel sends them in order: a later piece is sent after the one before it (unseen
+    axis seed 3026: a response's last super-segment, its first piece dropped, its second
+    delivered and duplicate-ACKed, the timer's resend taken for a tail's repair)."""
+    from tests.lab.truth import Retx, Tx, _dupacks_revealed
+    flow = ("198.18.1.2", 40000, "198.18.2.2", 8443)
+    ms = 1_000_000
+    dropped = Tx("s2c", flow, 365 * ms, 5713, 1, "A", 1428, off=5712)
+    second = Tx("s2c", flow, 365 * ms, 7141, 1, "A", 460, off=7140, arrive_ns=416 * ms)
+    repair = Retx(flow, "s2c", 793 * ms, 5713, 5712, 1428, None, "rto", False, False, "", sub="timeout")
+    dupack = Tx("c2s", flow, 420 * ms, 1499, 5713, "A", 0, arrive_ns=476 * ms)
+    assert _dupacks_revealed([dropped], [dropped, second, repair], repair, [dupack])
+    # the same pieces the other way round: the delivered one went first, nothing after the run
+    first = Tx("s2c", flow, 365 * ms, 5713, 1, "A", 1428, off=5712, arrive_ns=416 * ms)
+    last = Tx("s2c", flow, 365 * ms, 7141, 1, "A", 460, off=7140)
+    assert not _dupacks_revealed([last], [first, last, repair], repair, [dupack])
+
+
 def test_truth_tail_answered_by_duplicate_acks_without_sack_is_not_a_tail():
     """Without SACK, duplicate ACKs of the run's first byte sent after later data arrived are the
     receiver's word that the run was not the burst's end, though the sender left it to its RTO

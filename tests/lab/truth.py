@@ -1175,7 +1175,7 @@ def _revealed(run: list, sent: list, repair, acks: list) -> bool:
     (pool CI run, draw0003: Linux left the tail to its RTO 246 ms after that ACK)."""
     if repair.sub != "loss_state":
         return False
-    later = [t for t in sent if run[-1].t_ns < t.t_ns < repair.t_ns and t.delivered and t.len > 0]
+    later = [t for t in sent if _sent_after(t, run[-1]) and t.t_ns < repair.t_ns and t.delivered and t.len > 0]
     for a in acks:
         if a.arrive_ns is None or not (a.arrive_ns < repair.t_ns) or "A" not in a.flags:
             continue
@@ -1187,6 +1187,15 @@ def _revealed(run: list, sent: list, repair, acks: list) -> bool:
     return False
 
 
+def _sent_after(t, last) -> bool:
+    """`t` left the sender after `last`: later, or a later piece of the same super-segment (the
+    GSO axis: the pieces share their frame's capture time, and the kernel sends them in order;
+    unseen axis seed 3026, the first piece of a response's last super-segment dropped and the
+    second delivered, its duplicate ACK the receiver's word that later data arrived)."""
+    return t.t_ns > last.t_ns or (t.t_ns == last.t_ns and t.off is not None and last.off is not None
+                                  and t.off > last.off)
+
+
 def _dupacks_revealed(run: list, sent: list, repair, acks: list) -> bool:
     """A receiver without SACK (lab axis "sack off"): did a duplicate ACK of the run's first byte,
     sent after data the sender sent after the run had arrived, reach the sender before the
@@ -1196,7 +1205,8 @@ def _dupacks_revealed(run: list, sent: list, repair, acks: list) -> bool:
     (tcp_ack's FLAG_WIN_UPDATE), and a receiver still growing its buffer announces a new window
     in each (pool seed 1, draw0001_loss: 14 duplicate ACKs, then the RTO 230 ms later). With
     SACK, those ACKs carry SACK blocks and `_revealed` is the rule."""
-    later = [t.arrive_ns for t in sent if run[-1].t_ns < t.t_ns < repair.t_ns and t.delivered and t.len > 0]
+    later = [t.arrive_ns for t in sent
+             if _sent_after(t, run[-1]) and t.t_ns < repair.t_ns and t.delivered and t.len > 0]
     if not later:
         return False
     first = min(later)
