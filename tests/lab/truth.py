@@ -1175,7 +1175,7 @@ def _revealed(run: list, sent: list, repair, acks: list) -> bool:
     (pool CI run, draw0003: Linux left the tail to its RTO 246 ms after that ACK)."""
     if repair.sub != "loss_state":
         return False
-    later = [t for t in sent if _sent_after(t, run[-1]) and t.t_ns < repair.t_ns and t.delivered and t.len > 0]
+    later = _delivered_after(run, sent, repair)
     for a in acks:
         if a.arrive_ns is None or not (a.arrive_ns < repair.t_ns) or "A" not in a.flags:
             continue
@@ -1196,6 +1196,12 @@ def _sent_after(t, last) -> bool:
                                   and t.off > last.off)
 
 
+def _delivered_after(run: list, sent: list, repair) -> list:
+    """The data the sender sent after the run and before its repair that was delivered: what
+    could draw an ACK or a SACK showing the run was not the burst's end."""
+    return [t for t in sent if _sent_after(t, run[-1]) and t.t_ns < repair.t_ns and t.delivered and t.len > 0]
+
+
 def _dupacks_revealed(run: list, sent: list, repair, acks: list) -> bool:
     """A receiver without SACK (lab axis "sack off"): did a duplicate ACK of the run's first byte,
     sent after data the sender sent after the run had arrived, reach the sender before the
@@ -1205,8 +1211,7 @@ def _dupacks_revealed(run: list, sent: list, repair, acks: list) -> bool:
     (tcp_ack's FLAG_WIN_UPDATE), and a receiver still growing its buffer announces a new window
     in each (pool seed 1, draw0001_loss: 14 duplicate ACKs, then the RTO 230 ms later). With
     SACK, those ACKs carry SACK blocks and `_revealed` is the rule."""
-    later = [t.arrive_ns for t in sent
-             if _sent_after(t, run[-1]) and t.t_ns < repair.t_ns and t.delivered and t.len > 0]
+    later = [t.arrive_ns for t in _delivered_after(run, sent, repair)]
     if not later:
         return False
     first = min(later)
